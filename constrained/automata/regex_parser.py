@@ -1,0 +1,266 @@
+"""Python regex text -> a small regular-expression AST over code point sets.
+
+Parsing is done by Python's own regex parser (``re._parser``), so syntax, flags
+and character classes mean exactly what they mean to ``re`` (and so to lark,
+whose terminals are Python regexes): ``\\d``, ``\\w`` and ``\\s`` are Unicode-wide,
+``.`` excludes ``\\n`` unless DOTALL, ``(?i)`` folds case as ``re`` does.
+
+Only regular features are accepted.  Look-arounds, back-references, word
+boundaries, conditionals, atomic groups and possessive repeats raise `RegexError`;
+``^``/``\\A`` are allowed only at the very start and ``$``/``\\Z`` only at the very
+end (where, under full-match semantics, they change nothing).
+
+AST nodes (tuples, hashable):
+    ("chars", ((lo, hi), ...))   one code point from a sorted set of ranges
+    ("seq", (node, ...))         concatenation ("seq", ()) is the empty string
+    ("alt", (node, ...))         alternation
+    ("rep", node, lo, hi)        repetition, hi None = unbounded
+
+Example:
+    >>> parse_regex("a|[b-c]")
+    ('alt', (('chars', ((97, 97),)), ('chars', ((98, 99),))))
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import re._constants as C
+import re._parser as sre_parse
+
+from constrained.automata.utf8 import MAX_CODE_POINT
+from constrained.errors import RegexError
+
+Ranges = tuple[tuple[int, int], ...]
+
+EMPTY_SEQ = ("seq", ())
+
+
+def _normalize(ranges) -> Ranges:
+    """Sort and merge ranges, dropping surrogates."""
+    out: list[list[int]] = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1] + 1:
+            out[-1][1] = max(out[-1][1], hi)
+        else:
+            out.append([lo, hi])
+    result = []
+    for lo, hi in out:
+        if hi < 0xD800 or lo > 0xDFFF:
+            result.append((lo, hi))
+        else:
+            if lo < 0xD800:
+                result.append((lo, 0xD7FF))
+            if hi > 0xDFFF:
+                result.append((0xE000, hi))
+    return tuple(result)
+
+
+def _complement(ranges: Ranges) -> Ranges:
+    out = []
+    prev = 0
+    for lo, hi in ranges:
+        if lo > prev:
+            out.append((prev, lo - 1))
+        prev = hi + 1
+    if prev <= MAX_CODE_POINT:
+        out.append((prev, MAX_CODE_POINT))
+    return _normalize(out)
+
+
+@functools.lru_cache(maxsize=1)
+def _all_chars() -> str:
+    return "".join(map(chr, range(0xD800))) + "".join(map(chr, range(0xE000, MAX_CODE_POINT + 1)))
+
+
+@functools.lru_cache(maxsize=64)
+def _ranges_matching(regex: str, flags: int = 0) -> Ranges:
+    """Code point ranges of single characters that ``regex`` matches (exact, via ``re``)."""
+    text = _all_chars()
+    out = []
+    for m in re.finditer(f"(?:{regex})+", text, flags):
+        lo, hi = ord(m.group()[0]), ord(m.group()[-1])
+        # runs in _all_chars are contiguous code points except across the surrogate gap
+        if lo < 0xD800 <= hi:
+            out.extend([(lo, 0xD7FF), (0xE000, hi)])
+        else:
+            out.append((lo, hi))
+    return _normalize(out)
+
+
+_ASCII_CATEGORIES = {
+    C.CATEGORY_DIGIT: ((48, 57),),
+    C.CATEGORY_SPACE: ((9, 13), (32, 32)),
+    C.CATEGORY_WORD: ((48, 57), (65, 90), (95, 95), (97, 122)),
+}
+_CATEGORY_BASE = {
+    C.CATEGORY_DIGIT: (C.CATEGORY_DIGIT, False), C.CATEGORY_NOT_DIGIT: (C.CATEGORY_DIGIT, True),
+    C.CATEGORY_SPACE: (C.CATEGORY_SPACE, False), C.CATEGORY_NOT_SPACE: (C.CATEGORY_SPACE, True),
+    C.CATEGORY_WORD: (C.CATEGORY_WORD, False), C.CATEGORY_NOT_WORD: (C.CATEGORY_WORD, True),
+}
+_UNICODE_CATEGORY_REGEX = {C.CATEGORY_DIGIT: r"\d", C.CATEGORY_SPACE: r"\s", C.CATEGORY_WORD: r"\w"}
+
+
+def _category(cat, ascii_only: bool) -> Ranges:
+    if cat not in _CATEGORY_BASE:
+        raise ValueError(f"unsupported category {cat}")
+    base, negate = _CATEGORY_BASE[cat]
+    ranges = _ASCII_CATEGORIES[base] if ascii_only else _ranges_matching(_UNICODE_CATEGORY_REGEX[base])
+    return _complement(ranges) if negate else ranges
+
+
+def _case_variants(cp: int) -> set[int]:
+    ch = chr(cp)
+    cands = {ch, ch.lower(), ch.upper(), ch.casefold(), ch.title()}
+    extra = getattr(getattr(re, "_casefix", None), "_EXTRA_CASES", {})
+    for c in list(cands):
+        if len(c) == 1:
+            for o in extra.get(ord(c.lower()), ()):
+                cands.add(chr(o))
+    return {ord(c) for c in cands if len(c) == 1}
+
+
+def _ignore_case(ranges: Ranges, ascii_only: bool) -> Ranges:
+    """The set ``re`` matches for a class under IGNORECASE (verified with re itself)."""
+    size = sum(hi - lo + 1 for lo, hi in ranges)
+    flags = re.IGNORECASE | (re.ASCII if ascii_only else 0)
+    if size > 2048:
+        cls = "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in ranges)
+        return _ranges_matching(f"[{cls}]", flags)
+    cls = re.compile("[" + "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in ranges) + "]", flags)
+    out = set()
+    for lo, hi in ranges:
+        for cp in range(lo, hi + 1):
+            for v in _case_variants(cp):
+                if 0xD800 <= v <= 0xDFFF:
+                    continue
+                if cls.fullmatch(chr(v)):
+                    out.add(v)
+    return _normalize((c, c) for c in out)
+
+
+class _Converter:
+    def __init__(self, pattern: str, terminal: str | None) -> None:
+        self.pattern = pattern
+        self.terminal = terminal
+
+    def error(self, message: str, position: int | None = None) -> RegexError:
+        return RegexError(message, pattern=self.pattern, position=position, terminal=self.terminal)
+
+    def convert(self, sub, flags: int, *, top: bool = False):
+        items = list(sub)
+        if top:
+            # anchors at the very start/end are no-ops under full-match semantics
+            while items and items[0][0] is C.AT and items[0][1] in (C.AT_BEGINNING, C.AT_BEGINNING_STRING):
+                items.pop(0)
+            while items and items[-1][0] is C.AT and items[-1][1] in (C.AT_END, C.AT_END_STRING):
+                items.pop()
+        nodes = [self.item(op, av, flags) for op, av in items]
+        return nodes[0] if len(nodes) == 1 else ("seq", tuple(nodes))
+
+    def charset(self, ranges, flags: int):
+        ascii_only = bool(flags & C.SRE_FLAG_ASCII)
+        ranges = _normalize(ranges)
+        if flags & C.SRE_FLAG_IGNORECASE:
+            ranges = _ignore_case(ranges, ascii_only)
+        return ranges
+
+    def item(self, op, av, flags: int):
+        ascii_only = bool(flags & C.SRE_FLAG_ASCII)
+        if op is C.LITERAL:
+            return ("chars", self.charset([(av, av)], flags))
+        if op is C.NOT_LITERAL:
+            return ("chars", _complement(self.charset([(av, av)], flags)))
+        if op is C.ANY:
+            if flags & C.SRE_FLAG_DOTALL:
+                return ("chars", _normalize([(0, MAX_CODE_POINT)]))
+            return ("chars", _complement(((10, 10),)))
+        if op is C.IN:
+            negate = False
+            ranges: list[tuple[int, int]] = []
+            cats: list[tuple[int, int]] = []
+            for iop, iav in av:
+                if iop is C.NEGATE:
+                    negate = True
+                elif iop is C.LITERAL:
+                    ranges.append((iav, iav))
+                elif iop is C.RANGE:
+                    ranges.append(iav)
+                elif iop is C.CATEGORY:
+                    try:
+                        cats.extend(_category(iav, ascii_only))
+                    except ValueError:
+                        raise self.error(f"unsupported character category {iav}") from None
+                else:
+                    raise self.error(f"unsupported class item {iop}")
+            folded = list(self.charset(ranges, flags)) if ranges else []
+            result = _normalize(folded + cats)
+            return ("chars", _complement(result) if negate else result)
+        if op is C.BRANCH:
+            return ("alt", tuple(self.convert(b, flags) for b in av[1]))
+        if op is C.SUBPATTERN:
+            _group, add_flags, del_flags, p = av
+            return self.convert(p, (flags | add_flags) & ~del_flags)
+        if op in (C.MAX_REPEAT, C.MIN_REPEAT):
+            lo, hi, p = av
+            return ("rep", self.convert(p, flags), lo, None if hi is C.MAXREPEAT else hi)
+        if op is C.AT:
+            raise self.error(f"anchor {av} is only supported at the start (^, \\A) or end ($, \\Z)")
+        if op in (C.ASSERT, C.ASSERT_NOT):
+            raise self.error("look-around assertions are not regular")
+        if op in (C.GROUPREF, C.GROUPREF_EXISTS):
+            raise self.error("back-references are not regular")
+        name = str(op)
+        if "POSSESSIVE" in name or "ATOMIC" in name:
+            raise self.error("possessive repeats and atomic groups are not supported")
+        raise self.error(f"unsupported regex construct {name}")
+
+
+def parse_regex(pattern: str, *, terminal: str | None = None):
+    """Parse ``pattern`` (Python syntax) into the AST described in the module docstring."""
+    if not isinstance(pattern, str):
+        raise RegexError("regex must be a str", pattern=repr(pattern), terminal=terminal)
+    try:
+        parsed = sre_parse.parse(pattern)
+    except re.error as e:
+        raise RegexError(f"malformed regex: {e.msg}", pattern=pattern, position=e.pos, terminal=terminal) from None
+    except (RecursionError, OverflowError) as e:
+        raise RegexError(f"regex too deeply nested or too large: {e}", pattern=pattern,
+                         terminal=terminal) from None
+    flags = parsed.state.flags
+    if flags & C.SRE_FLAG_LOCALE:
+        raise RegexError("the LOCALE flag is not supported", pattern=pattern, terminal=terminal)
+    conv = _Converter(pattern, terminal)
+    try:
+        return conv.convert(parsed, flags, top=True)
+    except RecursionError:
+        raise RegexError("regex too deeply nested", pattern=pattern, terminal=terminal) from None
+
+
+def validate_regex(pattern: str, *, terminal: str | None = None) -> None:
+    """Raise `RegexError` unless ``pattern`` is a supported regular expression."""
+    parse_regex(pattern, terminal=terminal)
+
+
+def nullable(node) -> bool:
+    """Whether the AST matches the empty string."""
+    kind = node[0]
+    if kind == "chars":
+        return False
+    if kind == "seq":
+        return all(nullable(n) for n in node[1])
+    if kind == "alt":
+        return any(nullable(n) for n in node[1])
+    return node[2] == 0 or nullable(node[1])
+
+
+def size_estimate(node) -> int:
+    """Upper bound on the automaton states Thompson's construction creates for the AST."""
+    kind = node[0]
+    if kind == "chars":
+        return 2 + 4 * len(node[1])
+    if kind in ("seq", "alt"):
+        return 2 + sum(size_estimate(n) for n in node[1])
+    _, sub, lo, hi = node
+    copies = max(lo, hi if hi is not None else lo + 1, 1)
+    return 2 + copies * size_estimate(sub)

@@ -1,0 +1,132 @@
+"""`compile_grammar`: Grammar IR + TokenVocabulary -> `CompiledGrammar`."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from constrained.automata.byte_dfa import DEFAULT_MAX_STATES, ByteDFA, compile_regex
+from constrained.engine.earley import EarleyParser, ParserTables
+from constrained.engine.recognizer import Recognizer
+from constrained.engine.token_tables import TokenTables, default_cache_dir
+from constrained.errors import CompileLimitError, GrammarError, UnsupportedGrammarError
+from constrained.grammar.ir import Grammar
+
+_DEFAULT = object()
+
+
+class CompiledGrammar:
+    """A grammar compiled against a vocabulary: immutable, thread-safe, reusable.
+
+    All sequences share its memoised states, transitions and masks; create one
+    `Matcher` per sequence with `matcher()`.
+
+    Example:
+        >>> from constrained import Grammar, TokenVocabulary, compile_grammar
+        >>> vocab = TokenVocabulary.from_token_bytes([b"a", b"b", b"ab", b""], eos_ids=[3])
+        >>> cg = compile_grammar(Grammar.from_regex("(ab)+"), vocab, cache_dir=None)
+        >>> m = cg.matcher()
+        >>> [t for t in range(4) if m.allows(t)]
+        [0, 2]
+    """
+
+    def __init__(self, grammar: Grammar, vocab, recognizer: Recognizer, compile_seconds: float) -> None:
+        self.grammar = grammar
+        self.vocab = vocab
+        self._recognizer = recognizer
+        self.compile_seconds = compile_seconds
+
+    @property
+    def recognizer(self) -> Recognizer:
+        """The shared engine behind every matcher (for tools and tests)."""
+        return self._recognizer
+
+    @property
+    def vocab_size(self) -> int:
+        return self._recognizer.vocab_size
+
+    @property
+    def mask_words(self) -> int:
+        """Number of int32 words in a packed mask: ceil(vocab_size / 32)."""
+        return self._recognizer.nbytes // 4
+
+    @property
+    def eos_ids(self) -> tuple[int, ...]:
+        return tuple(int(t) for t in self._recognizer.eos_ids)
+
+    def matcher(self):
+        """A fresh `Matcher` at the start of the language."""
+        from constrained.engine.matcher import Matcher
+
+        return Matcher(self)
+
+    def accepts_bytes(self, data: bytes) -> bool:
+        """Whether ``data`` (UTF-8) is in the grammar's language."""
+        r = self._recognizer
+        return r.accepting(r.feed(r.initial, data))
+
+    def is_prefix_bytes(self, data: bytes) -> bool:
+        """Whether ``data`` can be extended to a string of the language."""
+        r = self._recognizer
+        return r.feed(r.initial, data) != 0
+
+    def stats(self) -> dict[str, int]:
+        """Sizes of the shared caches (states, parser nodes, memoised masks)."""
+        r = self._recognizer
+        return {"states": r.num_states, "parser_nodes": r.parser.num_nodes,
+                "masks": len(r._mask_memo), "token_transitions": len(r._token_memo)}
+
+
+def compile_grammar(grammar: Grammar, vocab, *, cache_dir: str | Path | None = _DEFAULT,  # type: ignore[assignment]
+                    max_dfa_states: int = DEFAULT_MAX_STATES, precompute: bool = True) -> CompiledGrammar:
+    """Compile ``grammar`` for ``vocab``.
+
+    ``cache_dir`` holds per-vocabulary token tables (default
+    ``$CONSTRAINED_CACHE_DIR`` or ``~/.cache/constrained``; ``None`` disables the
+    disk cache).  ``max_dfa_states`` bounds each terminal's automaton (a larger
+    one raises `CompileLimitError`).  With ``precompute`` the token tables of
+    every terminal are built now, so later masks never pay for them.
+
+    Example:
+        >>> from constrained import Grammar, TokenVocabulary, compile_grammar
+        >>> vocab = TokenVocabulary.from_token_bytes([b"1", b"2", b"+", b""], eos_ids=[3])
+        >>> cg = compile_grammar(Grammar.from_lark('start: N ("+" N)*\\nN: /[12]/'), vocab, cache_dir=None)
+        >>> cg.accepts_bytes(b"1+2"), cg.accepts_bytes(b"1+")
+        (True, False)
+    """
+    t0 = time.perf_counter()
+    if not isinstance(grammar, Grammar):
+        raise GrammarError(f"compile_grammar needs a Grammar, got {type(grammar).__name__}")
+    tables = ParserTables.from_grammar(grammar)
+    parser = EarleyParser(tables)
+    used = {s for rhs in tables.rule_rhs for s in rhs if s < tables.num_terminals}
+    regex_of = {t.name: t.regex for t in grammar.terminals}
+    dfas: list[ByteDFA | None] = []
+    names = list(tables.terminal_names) + list(grammar.ignore)
+    for i, name in enumerate(names):
+        if i < tables.num_terminals and i not in used:
+            dfas.append(None)
+            continue
+        try:
+            dfa = compile_regex(regex_of[name], terminal=name, max_states=max_dfa_states)
+        except CompileLimitError:
+            raise
+        if dfa.matches_empty():
+            raise UnsupportedGrammarError(f"terminal {name!r} matches the empty string "
+                                          f"(/{regex_of[name]}/); make it non-empty and the rule optional",
+                                          source=grammar.source)
+        if dfa.num_states <= 1:
+            raise UnsupportedGrammarError(f"terminal {name!r} matches nothing (/{regex_of[name]}/)",
+                                          source=grammar.source)
+        dfas.append(dfa)
+    cdir = default_cache_dir() if cache_dir is _DEFAULT else (None if cache_dir is None else Path(cache_dir))
+    token_tables = TokenTables.for_vocabulary(vocab, cdir)
+    if precompute:
+        for dfa in dfas:
+            if dfa is not None:
+                token_tables.ensure(dfa)
+    eos = np.asarray(sorted(vocab.eos_ids), dtype=np.int64)
+    recognizer = Recognizer(parser, dfas, tables.num_terminals, token_tables, eos)  # type: ignore[arg-type]
+    return CompiledGrammar(grammar, vocab, recognizer, time.perf_counter() - t0)

@@ -1,0 +1,211 @@
+"""Earley recognition over terminals with hash-consed (interned) item sets.
+
+An Earley set is identified by its *kernel*: the items produced by scanning a
+terminal, with each item's origin replaced by the id of the (already interned)
+set it started in.  Two sets with the same kernel have the same closure and the
+same future, so a set is a canonical, immutable `ParserNode`, shared by every
+sequence and fork that reaches it, and ``scan(node, terminal)`` is a pure
+function that is memoised.  Reused, this memo is a lazily built deterministic
+parser automaton: for LALR-friendly grammars such as JSON it plays the role of
+LR tables (a dict lookup per terminal), while ambiguous and non-LR grammars work
+unchanged.  Nullable symbols use Aycock & Horspool's fix (advance over a
+nullable nonterminal when predicting it).
+
+Invariant relied on by the mask engine: after non-productive symbols are
+removed, every terminal a node expects leads to a node from which the start
+symbol can still be completed, i.e. every reachable node is viable.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from constrained.errors import EmptyLanguageError
+from constrained.grammar.ir import Grammar
+
+SELF = -1  # origin of items predicted in the node itself
+
+
+@dataclass(frozen=True)
+class ParserTables:
+    """Grammar rules as integers.  Terminals are ``0..num_terminals-1``; a
+    nonterminal ``A`` is ``num_terminals + index``."""
+
+    terminal_names: tuple[str, ...]
+    nonterminal_names: tuple[str, ...]
+    rule_lhs: tuple[int, ...]
+    rule_rhs: tuple[tuple[int, ...], ...]
+    rules_by_lhs: dict[int, tuple[int, ...]]
+    nullable: frozenset[int]
+    start: int
+
+    @property
+    def num_terminals(self) -> int:
+        return len(self.terminal_names)
+
+    @classmethod
+    def from_grammar(cls, grammar: Grammar) -> "ParserTables":
+        """Number the grammar and drop rules that use non-productive symbols."""
+        terms = [t.name for t in grammar.terminals]
+        tindex = {n: i for i, n in enumerate(terms)}
+        nts: list[str] = []
+        for r in grammar.rules:
+            if r.lhs not in nts:
+                nts.append(r.lhs)
+        nindex = {n: len(terms) + i for i, n in enumerate(nts)}
+
+        def sym(name: str) -> int:
+            return tindex[name] if name in tindex else nindex[name]
+
+        rules = [(nindex[r.lhs], tuple(sym(s) for s in r.rhs)) for r in grammar.rules]
+        productive: set[int] = set()
+        changed = True
+        while changed:
+            changed = False
+            for lhs, rhs in rules:
+                if lhs not in productive and all(s < len(terms) or s in productive for s in rhs):
+                    productive.add(lhs)
+                    changed = True
+        start = nindex[grammar.start]
+        if start not in productive:
+            raise EmptyLanguageError(f"start symbol {grammar.start!r} derives no string "
+                                     "(every derivation is infinite)", source=grammar.source)
+        rules = [(lhs, rhs) for lhs, rhs in rules
+                 if lhs in productive and all(s < len(terms) or s in productive for s in rhs)]
+        # keep only rules reachable from the start symbol
+        reachable = {start}
+        stack = [start]
+        while stack:
+            a = stack.pop()
+            for lhs, rhs in rules:
+                if lhs == a:
+                    for s in rhs:
+                        if s >= len(terms) and s not in reachable:
+                            reachable.add(s)
+                            stack.append(s)
+        rules = [(lhs, rhs) for lhs, rhs in rules if lhs in reachable]
+        nullable: set[int] = set()
+        changed = True
+        while changed:
+            changed = False
+            for lhs, rhs in rules:
+                if lhs not in nullable and all(s in nullable for s in rhs):
+                    nullable.add(lhs)
+                    changed = True
+        by_lhs: dict[int, list[int]] = {}
+        for i, (lhs, _) in enumerate(rules):
+            by_lhs.setdefault(lhs, []).append(i)
+        return cls(terminal_names=tuple(terms), nonterminal_names=tuple(nts),
+                   rule_lhs=tuple(l for l, _ in rules), rule_rhs=tuple(r for _, r in rules),
+                   rules_by_lhs={k: tuple(v) for k, v in by_lhs.items()},
+                   nullable=frozenset(nullable), start=start)
+
+
+class ParserNode:
+    """One interned Earley set: what it expects and whether input may end here."""
+
+    __slots__ = ("id", "expect", "waiting", "accepting", "terminals")
+
+    def __init__(self, node_id: int, expect: dict[int, tuple], waiting: dict[int, tuple],
+                 accepting: bool) -> None:
+        self.id = node_id
+        self.expect = expect          # terminal -> items (rule, dot, origin) waiting for it
+        self.waiting = waiting        # nonterminal -> items waiting for it
+        self.accepting = accepting
+        self.terminals = tuple(sorted(expect))
+
+
+class EarleyParser:
+    """Interns Earley sets and memoises terminal scans; thread-safe.
+
+    Example:
+        >>> from constrained.grammar.ir import Grammar
+        >>> p = EarleyParser(ParserTables.from_grammar(Grammar.from_lark('start: "a" "b"')))
+        >>> n = p.scan(p.root, p.terminal_id("A"))
+        >>> p.node(p.scan(n, p.terminal_id("B"))).accepting
+        True
+    """
+
+    def __init__(self, tables: ParserTables) -> None:
+        self.tables = tables
+        self._nodes: list[ParserNode] = []
+        self._by_kernel: dict[object, int] = {}
+        self._scan_memo: dict[tuple[int, int], int] = {}
+        self._lock = threading.RLock()
+        self.root = self._intern(("root",), [(r, 0, SELF) for r in tables.rules_by_lhs[tables.start]])
+
+    def terminal_id(self, name: str) -> int:
+        return self.tables.terminal_names.index(name)
+
+    def node(self, node_id: int) -> ParserNode:
+        return self._nodes[node_id]
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self._nodes)
+
+    def scan(self, node_id: int, terminal: int) -> int:
+        """The node after ``terminal`` is read at ``node_id``; -1 if not expected."""
+        key = (node_id, terminal)
+        hit = self._scan_memo.get(key)
+        if hit is not None:
+            return hit
+        items = self._nodes[node_id].expect.get(terminal)
+        if not items:
+            result = -1
+        else:
+            kernel = frozenset((r, d + 1, node_id if o == SELF else o) for r, d, o in items)
+            result = self._by_kernel.get(kernel)
+            if result is None:
+                result = self._intern(kernel, list(kernel))
+        self._scan_memo[key] = result
+        return result
+
+    def _intern(self, key, kernel_items) -> int:
+        with self._lock:
+            hit = self._by_kernel.get(key)
+            if hit is not None:
+                return hit
+            node_id = len(self._nodes)
+            node = self._close(node_id, kernel_items)
+            self._nodes.append(node)
+            self._by_kernel[key] = node_id
+            return node_id
+
+    def _close(self, node_id: int, kernel_items) -> ParserNode:
+        t = self.tables
+        nt_base = t.num_terminals
+        root = node_id if not self._nodes else 0
+        expect: dict[int, list] = {}
+        waiting: dict[int, list] = {}
+        seen: set = set()
+        agenda = list(kernel_items)
+        accepting = False
+        while agenda:
+            item = agenda.pop()
+            if item in seen:
+                continue
+            seen.add(item)
+            r, d, o = item
+            rhs = t.rule_rhs[r]
+            if d == len(rhs):
+                lhs = t.rule_lhs[r]
+                if lhs == t.start and (o == root or (o == SELF and node_id == root)):
+                    accepting = True
+                if o == SELF:
+                    continue  # nullable completion: covered by the Aycock-Horspool advance
+                for r2, d2, o2 in self._nodes[o].waiting.get(lhs, ()):
+                    agenda.append((r2, d2 + 1, o if o2 == SELF else o2))
+                continue
+            x = rhs[d]
+            if x < nt_base:
+                expect.setdefault(x, []).append(item)
+                continue
+            waiting.setdefault(x, []).append(item)
+            for r2 in t.rules_by_lhs.get(x, ()):
+                agenda.append((r2, 0, SELF))
+            if x in t.nullable:
+                agenda.append((r, d + 1, o))
+        return ParserNode(node_id, {k: tuple(v) for k, v in expect.items()},
+                          {k: tuple(v) for k, v in waiting.items()}, accepting)

@@ -1,0 +1,55 @@
+"""Run one byte DFA over many tokens at once (numpy; no per-token Python loop).
+
+For candidates ``i`` (token ``toks[i]``, starting at byte offset ``offs[i]`` in DFA
+state ``starts[i]``) `scan_tokens` reports:
+
+* ``live_end[i]``: the DFA is still live after the token's last byte (the token
+  stays inside the lexeme, which may or may not be complete there);
+* ``(split_idx, split_pos)``: every point strictly inside the token where the
+  DFA is in an accepting state, i.e. where the lexeme may end and the remaining
+  bytes ``token[split_pos:]`` must be read by whatever follows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from constrained.automata.byte_dfa import ByteDFA
+
+
+def scan_tokens(dfa: ByteDFA, starts: np.ndarray | int, toks: np.ndarray, offs: np.ndarray,
+                byte_matrix: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """See the module docstring.  ``offs[i] < lengths[toks[i]]`` is required."""
+    n = len(toks)
+    live_end = np.zeros(n, dtype=bool)
+    if n == 0:
+        empty = np.zeros(0, np.int64)
+        return live_end, empty, empty
+    table = dfa.transitions
+    accepting = dfa.accepting
+    idx = np.arange(n)
+    st = np.broadcast_to(np.asarray(starts, dtype=np.int32), (n,)).copy()
+    pos = offs.astype(np.int64, copy=True)
+    ends = lengths[toks].astype(np.int64)
+    rows = toks
+    split_i: list[np.ndarray] = []
+    split_p: list[np.ndarray] = []
+    while idx.size:
+        st = table[st, byte_matrix[rows, pos]]
+        alive = st != 0
+        if not alive.all():
+            idx, st, pos, rows, ends = idx[alive], st[alive], pos[alive], rows[alive], ends[alive]
+        pos += 1
+        done = pos == ends
+        if done.any():
+            live_end[idx[done]] = True
+            keep = ~done
+            idx, st, pos, rows, ends = idx[keep], st[keep], pos[keep], rows[keep], ends[keep]
+        acc = accepting[st]
+        if acc.any():
+            split_i.append(idx[acc])
+            split_p.append(pos[acc])
+    if split_i:
+        return live_end, np.concatenate(split_i), np.concatenate(split_p)
+    empty = np.zeros(0, np.int64)
+    return live_end, empty, empty

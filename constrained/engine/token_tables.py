@@ -1,0 +1,166 @@
+"""Per-(terminal DFA, DFA state) token tables, shared per vocabulary and cached on disk.
+
+For a lexer in state ``q`` of a terminal's DFA, every token is one of
+
+* **inside**: all its bytes keep the DFA live -> allowed whatever the parser
+  state is (every reachable configuration is viable);
+* **crossing**: the DFA dies (or would) but passes an accepting state strictly
+  inside the token -> the lexeme may end there and the rest of the token must be
+  read by the parser's next terminals (checked per parser node, vectorised);
+* **dead**: neither -> never allowed from ``q``.
+
+Tables depend only on (vocabulary, DFA), not on the grammar, so every grammar
+over a vocabulary shares them (all JSON grammars share the string/number tables).
+They are computed with `scan_tokens` (numpy over all tokens at once) and stored
+under ``$CONSTRAINED_CACHE_DIR`` (default ``~/.cache/constrained``) per
+vocabulary hash, so a second process loads instead of recomputing.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from constrained.automata.byte_dfa import ByteDFA
+from constrained.engine.token_scan import scan_tokens
+
+TABLE_FORMAT = 1
+
+
+def default_cache_dir() -> Path:
+    """``$CONSTRAINED_CACHE_DIR`` or ``~/.cache/constrained``."""
+    env = os.environ.get("CONSTRAINED_CACHE_DIR")
+    return Path(env) if env else Path.home() / ".cache" / "constrained"
+
+
+@dataclass(frozen=True)
+class StateTokenTable:
+    """Tokens inside / crossing for one DFA state (see the module docstring)."""
+
+    inside: np.ndarray       # packed bitset, uint8, little bit order, read-only
+    cross_toks: np.ndarray   # token ids (int32) with a split point and not inside
+    cross_pos: np.ndarray    # byte offset of the split point (int32)
+
+
+def pack_bits(bits: np.ndarray, nbytes: int) -> np.ndarray:
+    """Bool array -> packed little-endian bitset of ``nbytes`` bytes."""
+    packed = np.packbits(bits, bitorder="little")
+    if packed.size < nbytes:
+        packed = np.concatenate([packed, np.zeros(nbytes - packed.size, np.uint8)])
+    return packed[:nbytes]
+
+
+class TokenTables:
+    """The token tables of one vocabulary; obtain with `TokenTables.for_vocabulary`."""
+
+    _registry: dict[tuple[str, str], "TokenTables"] = {}
+    _registry_lock = threading.Lock()
+
+    def __init__(self, vocab, cache_dir: Path | None) -> None:
+        self.vocab = vocab
+        self.byte_matrix = vocab.byte_matrix
+        self.lengths = vocab.lengths
+        self.size = len(vocab)
+        self.nbytes = ((self.size + 31) // 32) * 4
+        self.text_tokens = np.nonzero(self.lengths > 0)[0].astype(np.int64)
+        self.cache_dir = None if cache_dir is None else Path(cache_dir) / "tables" / vocab.content_hash()[:24]
+        self._tables: dict[str, dict[int, StateTokenTable]] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def for_vocabulary(cls, vocab, cache_dir: Path | None) -> "TokenTables":
+        key = (vocab.content_hash(), str(cache_dir))
+        with cls._registry_lock:
+            hit = cls._registry.get(key)
+            if hit is None:
+                hit = cls._registry[key] = cls(vocab, cache_dir)
+            return hit
+
+    def get(self, dfa: ByteDFA, state: int) -> StateTokenTable:
+        """The table for ``state`` of ``dfa`` (computed for the whole DFA on first use)."""
+        per = self._tables.get(dfa.digest)
+        if per is None:
+            per = self.ensure(dfa)
+        return per[state]
+
+    def ensure(self, dfa: ByteDFA) -> dict[int, StateTokenTable]:
+        """Load or compute the tables of every live state of ``dfa``."""
+        per = self._tables.get(dfa.digest)
+        if per is not None:
+            return per
+        with self._lock:
+            per = self._tables.get(dfa.digest)
+            if per is not None:
+                return per
+            per = self._load(dfa)
+            if per is None:
+                per = {q: self._compute(dfa, q) for q in range(1, dfa.num_states)}
+                self._save(dfa, per)
+            self._tables[dfa.digest] = per
+            return per
+
+    def _compute(self, dfa: ByteDFA, state: int) -> StateTokenTable:
+        toks = self.text_tokens
+        live_end, si, sp = scan_tokens(dfa, state, toks, np.zeros(len(toks), np.int64),
+                                       self.byte_matrix, self.lengths)
+        inside_bits = np.zeros(self.size, dtype=bool)
+        inside_bits[toks[live_end]] = True
+        keep = ~live_end[si]
+        cross_toks = toks[si[keep]].astype(np.int32)
+        cross_pos = sp[keep].astype(np.int32)
+        inside = pack_bits(inside_bits, self.nbytes)
+        for a in (inside, cross_toks, cross_pos):
+            a.setflags(write=False)
+        return StateTokenTable(inside, cross_toks, cross_pos)
+
+    # ------------------------------------------------------------------ disk
+    def _path(self, dfa: ByteDFA) -> Path | None:
+        if self.cache_dir is None:
+            return None
+        return self.cache_dir / f"v{TABLE_FORMAT}-{dfa.digest[:32]}.npz"
+
+    def _load(self, dfa: ByteDFA) -> dict[int, StateTokenTable] | None:
+        path = self._path(dfa)
+        if path is None or not path.exists():
+            return None
+        try:
+            with np.load(path) as z:
+                inside, offsets = z["inside"], z["offsets"]
+                ctoks, cpos = z["cross_toks"], z["cross_pos"]
+            if inside.shape != (dfa.num_states - 1, self.nbytes):
+                return None
+        except (OSError, ValueError, KeyError):
+            return None
+        per = {}
+        for i in range(dfa.num_states - 1):
+            a, b = offsets[i], offsets[i + 1]
+            t = StateTokenTable(inside[i], ctoks[a:b], cpos[a:b])
+            for arr in (t.inside, t.cross_toks, t.cross_pos):
+                arr.setflags(write=False)
+            per[i + 1] = t
+        return per
+
+    def _save(self, dfa: ByteDFA, per: dict[int, StateTokenTable]) -> None:
+        path = self._path(dfa)
+        if path is None:
+            return
+        states = range(1, dfa.num_states)
+        offsets = np.zeros(len(states) + 1, np.int64)
+        for i, q in enumerate(states):
+            offsets[i + 1] = offsets[i] + len(per[q].cross_toks)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+            with os.fdopen(fd, "wb") as f:
+                np.savez(f, inside=np.stack([per[q].inside for q in states]) if len(states) else
+                         np.zeros((0, self.nbytes), np.uint8), offsets=offsets,
+                         cross_toks=np.concatenate([per[q].cross_toks for q in states] + [np.zeros(0, np.int32)]),
+                         cross_pos=np.concatenate([per[q].cross_pos for q in states] + [np.zeros(0, np.int32)]))
+            os.replace(tmp, path)
+        except OSError:
+            pass  # a read-only or full cache directory only costs recomputation

@@ -1,0 +1,154 @@
+"""The Grammar IR: rules over terminals; terminals are regular expressions.
+
+Every front end (lark EBNF, GBNF, a bare regex, later JSON Schema) produces a
+`Grammar`; the compiler only ever sees this type.
+
+Semantics (the contract the whole engine is tested against):
+
+* A terminal's language is the set of strings its regex *fully* matches
+  (``re.fullmatch``, Python syntax and flags).  Terminals may not match the empty
+  string.
+* The grammar's language is the set of strings that split into a sequence of
+  terminal matches, in any way at all, that the rules derive from ``start``, with
+  any number of ``ignore`` terminal matches before, between and after them.  This
+  is what lark's Earley parser with ``lexer='dynamic_complete'`` accepts.
+* Strings are Unicode text; the engine works on their UTF-8 bytes, so a byte
+  string is in the language iff it is valid UTF-8 and its text is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from constrained.errors import GrammarError
+
+
+@dataclass(frozen=True)
+class TerminalDef:
+    """A named terminal: a Python regex matched in full.
+
+    Example:
+        >>> TerminalDef("INT", r"[0-9]+").regex
+        '[0-9]+'
+    """
+
+    name: str
+    regex: str
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One production ``lhs -> rhs``; ``rhs`` names terminals and nonterminals.
+
+    Example:
+        >>> Rule("sum", ("sum", "PLUS", "INT")).rhs[1]
+        'PLUS'
+    """
+
+    lhs: str
+    rhs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Grammar:
+    """A context-free grammar over regex terminals (see the module docstring).
+
+    Build one with a front end rather than by hand:
+
+    Example:
+        >>> g = Grammar.from_lark('start: "a"+')
+        >>> g.start
+        'start'
+        >>> Grammar.from_regex(r"[0-9]{3}").rules[0].rhs
+        ('REGEX',)
+    """
+
+    terminals: tuple[TerminalDef, ...]
+    rules: tuple[Rule, ...]
+    start: str
+    ignore: tuple[str, ...] = ()
+    source: str = field(default="<grammar>", compare=False)
+
+    def __post_init__(self) -> None:
+        names = [t.name for t in self.terminals]
+        if len(set(names)) != len(names):
+            dup = sorted({n for n in names if names.count(n) > 1})
+            raise GrammarError(f"terminal defined twice: {', '.join(dup)}", source=self.source)
+        term_names = set(names)
+        nonterminals = {r.lhs for r in self.rules}
+        clash = term_names & nonterminals
+        if clash:
+            raise GrammarError(f"names used both as terminal and rule: {', '.join(sorted(clash))}",
+                               source=self.source)
+        if self.start not in nonterminals:
+            raise GrammarError(f"start symbol {self.start!r} has no rule", source=self.source)
+        for r in self.rules:
+            for s in r.rhs:
+                if s not in term_names and s not in nonterminals:
+                    raise GrammarError(f"rule {r.lhs!r} uses undefined symbol {s!r}", source=self.source)
+        for name in self.ignore:
+            if name not in term_names:
+                raise GrammarError(f"ignored terminal {name!r} is not defined", source=self.source)
+
+    # ----------------------------------------------------------------- front ends
+    @classmethod
+    def from_lark(cls, text: str, *, start: str = "start", source: str = "<lark>") -> "Grammar":
+        """Load lark EBNF with lark's own loader (imports, templates, %ignore)."""
+        from constrained.grammar.lark_frontend import grammar_from_lark
+
+        return grammar_from_lark(text, start=start, source=source)
+
+    @classmethod
+    def from_gbnf(cls, text: str, *, start: str = "root", source: str = "<gbnf>") -> "Grammar":
+        """Load a llama.cpp GBNF grammar (``root ::= ...``)."""
+        from constrained.grammar.gbnf import grammar_from_gbnf
+
+        return grammar_from_gbnf(text, start=start, source=source)
+
+    @classmethod
+    def from_regex(cls, pattern: str, *, source: str = "<regex>") -> "Grammar":
+        """The language of one regex (Python syntax, matched in full)."""
+        from constrained.automata.regex_parser import validate_regex
+
+        validate_regex(pattern, terminal="REGEX")
+        return cls(terminals=(TerminalDef("REGEX", pattern),), rules=(Rule("start", ("REGEX",)),),
+                   start="start", source=source)
+
+    @classmethod
+    def from_file(cls, path: str | Path, **kwargs) -> "Grammar":
+        """Load ``.lark``, ``.gbnf`` or ``.regex`` files by their suffix."""
+        p = Path(path)
+        try:
+            text = p.read_text(encoding="utf-8")
+        except OSError as e:
+            raise GrammarError(f"cannot read grammar file: {e.strerror}", source=str(p)) from e
+        suffix = p.suffix.lower()
+        if suffix == ".lark":
+            return cls.from_lark(text, source=str(p), **kwargs)
+        if suffix == ".gbnf":
+            return cls.from_gbnf(text, source=str(p), **kwargs)
+        if suffix in (".regex", ".re"):
+            return cls.from_regex(text.rstrip("\n"), source=str(p))
+        raise GrammarError(f"unknown grammar file suffix {suffix!r} (use .lark, .gbnf or .regex)",
+                           source=str(p))
+
+    # ----------------------------------------------------------------- identity
+    def content_hash(self) -> str:
+        """A stable hash of the language definition (not of `source`)."""
+        payload = json.dumps({
+            "terminals": [[t.name, t.regex] for t in self.terminals],
+            "rules": [[r.lhs, list(r.rhs)] for r in self.rules],
+            "start": self.start,
+            "ignore": list(self.ignore),
+        }, sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+    def terminal(self, name: str) -> TerminalDef:
+        """The terminal called ``name``."""
+        for t in self.terminals:
+            if t.name == name:
+                return t
+        raise KeyError(name)

@@ -1,0 +1,74 @@
+"""Packed token masks: layout helpers and application to logits (torch, CPU or CUDA).
+
+Layout (the one XGrammar, vLLM and SGLang use): ``int32[..., ceil(V/32)]``; token
+``t`` is bit ``t % 32`` (least significant first) of word ``t // 32``; 1 = allowed.
+
+Example:
+    >>> import numpy as np
+    >>> m = pack_mask(np.array([True, False, True]))
+    >>> m.dtype, int(m[0]), unpack_mask(m, 3).tolist()
+    (dtype('int32'), 5, [True, False, True])
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def mask_words(vocab_size: int) -> int:
+    """Number of int32 words for ``vocab_size`` tokens."""
+    return (vocab_size + 31) // 32
+
+
+def pack_mask(allowed: np.ndarray) -> np.ndarray:
+    """Bool array over token ids (last axis) -> packed int32 mask."""
+    allowed = np.asarray(allowed, dtype=bool)
+    v = allowed.shape[-1]
+    pad = mask_words(v) * 32 - v
+    if pad:
+        allowed = np.concatenate([allowed, np.zeros(allowed.shape[:-1] + (pad,), bool)], axis=-1)
+    return np.packbits(allowed, axis=-1, bitorder="little").view(np.int32)
+
+
+def unpack_mask(mask: np.ndarray, vocab_size: int) -> np.ndarray:
+    """Packed int32 mask -> bool array of ``vocab_size`` entries (last axis)."""
+    m = np.ascontiguousarray(mask, dtype=np.int32)
+    bits = np.unpackbits(m.view(np.uint8), axis=-1, bitorder="little").astype(bool)
+    return bits[..., :vocab_size]
+
+
+def allowed_token_ids(mask: np.ndarray, vocab_size: int | None = None) -> np.ndarray:
+    """Sorted ids of the allowed tokens of a 1-D packed mask."""
+    v = vocab_size if vocab_size is not None else mask.size * 32
+    return np.flatnonzero(unpack_mask(mask, v))
+
+
+def apply_token_mask(logits, mask, *, fill: float = float("-inf")):
+    """Set disallowed logits to ``fill`` in place and return ``logits``.
+
+    ``logits``: torch tensor ``[..., V_logits]`` on any device.  ``mask``: packed
+    int32 (numpy or torch) ``[..., W]`` broadcastable to the logits' batch shape.
+    Ids the mask does not cover (a model's logits are often wider than the
+    tokenizer, ``V_logits > 32 * W``) are always disallowed.
+
+    Example:
+        >>> import torch
+        >>> logits = torch.zeros(1, 40)
+        >>> apply_token_mask(logits, pack_mask(np.arange(35) % 2 == 0)[None])[0, :4].tolist()
+        [0.0, -inf, 0.0, -inf]
+        >>> bool(torch.isinf(logits[0, 35:]).all())
+        True
+    """
+    import torch
+
+    m = torch.as_tensor(np.asarray(mask) if not isinstance(mask, torch.Tensor) else mask)
+    m = m.to(device=logits.device, dtype=torch.int32, non_blocking=True)
+    v = logits.shape[-1]
+    shifts = torch.arange(32, device=logits.device, dtype=torch.int32)
+    bits = ((m.unsqueeze(-1) >> shifts) & 1).flatten(-2)
+    covered = min(v, bits.shape[-1])
+    disallowed = bits[..., :covered] == 0
+    logits[..., :covered].masked_fill_(disallowed, fill)
+    if covered < v:
+        logits[..., covered:] = fill
+    return logits
