@@ -1,0 +1,197 @@
+"""The public Matcher API contract, bad grammars, mask layout and application."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from constrained import (
+    Grammar, GrammarSyntaxError, TokenVocabulary, UnsupportedGrammarError, apply_token_mask, compile_grammar,
+    pack_mask, unpack_mask,
+)
+from constrained.errors import EmptyLanguageError, GrammarError, MatcherError, MatcherTerminatedError
+
+TOY = [b"{", b"}", b'"', b"a", b'":', b" ", b"1", b"2", b",", b"[", b"]", b'"a"', b"true", b"}]", b"", b"\xc3", b"\xa9"]
+EOS = 14
+JSON_LARK = open(__file__.rsplit("/tests/", 1)[0] + "/grammars/json.lark").read()
+
+
+@pytest.fixture(scope="module")
+def toy_json():
+    vocab = TokenVocabulary.from_token_bytes(TOY, eos_ids=[EOS])
+    return compile_grammar(Grammar.from_lark(JSON_LARK), vocab, cache_dir=None)
+
+
+def bits(m, v):
+    return unpack_mask(m.mask(), v)
+
+
+def test_mask_layout_eos_and_allows_agree(toy_json) -> None:
+    m = toy_json.matcher()
+    mk = m.mask()
+    assert mk.dtype == np.int32 and mk.shape == ((len(TOY) + 31) // 32,)
+    assert not mk.flags.writeable
+    for seq in ([], [0], [0, 2, 3], [0, 2, 3, 4, 6], [0, 2, 3, 4, 6, 1]):
+        m = toy_json.matcher()
+        assert m.advance_many(seq) == len(seq)
+        b = bits(m, len(TOY))
+        assert [m.allows(t) for t in range(len(TOY))] == b.tolist()
+        assert b[EOS] == m.is_accepting()
+        assert unpack_mask(m.mask(), 32)[len(TOY):].sum() == 0  # padding bits are zero
+
+
+def test_advance_refused_leaves_state_unchanged(toy_json) -> None:
+    m = toy_json.matcher()
+    m.advance(0)
+    before = (m.state_id, m.tokens, bits(m, len(TOY)).tolist())
+    assert not m.advance(1 + 5)  # "1" is not allowed after "{"
+    assert not m.advance(999_999)  # unknown id
+    assert (m.state_id, m.tokens, bits(m, len(TOY)).tolist()) == before
+
+
+def test_fork_rollback_terminate(toy_json) -> None:
+    m = toy_json.matcher()
+    assert m.advance_many([0, 2, 3, 4, 6, 1]) == 6
+    masks = [None]
+    f = m.fork()
+    assert f.advance(EOS) and f.is_terminated() and not m.is_terminated()
+    with pytest.raises(MatcherTerminatedError):
+        f.mask()
+    assert not f.advance(0) and not f.allows(0)
+    f.rollback(1)
+    assert not f.is_terminated() and f.is_accepting()
+    r = toy_json.matcher()
+    expected = []
+    for t in [0, 2, 3, 4, 6, 1]:
+        expected.append(bits(r, len(TOY)).tolist())
+        r.advance(t)
+    g = m.fork()
+    g.rollback(6)
+    got = []
+    for t in [0, 2, 3, 4, 6, 1]:
+        got.append(bits(g, len(TOY)).tolist())
+        g.advance(t)
+    assert got == expected
+    with pytest.raises(MatcherError):
+        g.rollback(7)
+    del masks
+
+
+def test_special_tokens_never_allowed(llama3_vocab) -> None:
+    cg = compile_grammar(Grammar.from_regex(r"(?s:.)+"), llama3_vocab)
+    m = cg.matcher()
+    b = unpack_mask(m.mask(), len(llama3_vocab))
+    specials = sorted(llama3_vocab.special_ids)
+    assert not b[specials].any()
+    assert b[llama3_vocab.lengths > 0].sum() > 100_000  # almost everything else (UTF-8 validity prunes some)
+    m.advance(llama3_vocab.encode("hi")[0])
+    b = unpack_mask(m.mask(), len(llama3_vocab))
+    assert b[list(llama3_vocab.eos_ids)].all() and not b[[s for s in specials if s not in llama3_vocab.eos_ids]].any()
+
+
+def test_disk_cache_round_trip(tmp_path, llama3_vocab) -> None:
+    from constrained.automata.byte_dfa import compile_regex
+    from constrained.engine.token_tables import TokenTables
+
+    g = Grammar.from_lark(JSON_LARK)
+    cg1 = compile_grammar(g, llama3_vocab, cache_dir=tmp_path)
+    files = list(tmp_path.rglob("*.npz"))
+    assert files
+    TokenTables._registry.clear()
+    compile_regex.cache_clear()
+    cg2 = compile_grammar(g, llama3_vocab, cache_dir=tmp_path)
+    ids = llama3_vocab.encode('{"key": [1, 2.5, "x"], "b": null}')
+    m1, m2 = cg1.matcher(), cg2.matcher()
+    for t in ids:
+        assert np.array_equal(m1.mask(), m2.mask())
+        assert m1.advance(t) and m2.advance(t)
+    assert m1.is_accepting() and m2.is_accepting()
+
+
+def test_threads_share_a_compiled_grammar(llama3_vocab) -> None:
+    cg = compile_grammar(Grammar.from_lark(JSON_LARK), llama3_vocab)
+    texts = ['{"a": [1, 2, {"b": "c"}]}', '[true, false, null, -0.5e3]', '{"x": {"y": {"z": []}}}'] * 4
+    results: dict[int, list] = {}
+
+    def work(i: int) -> None:
+        m = cg.matcher()
+        out = []
+        for t in llama3_vocab.encode(texts[i]):
+            out.append(m.mask().tobytes())
+            out.append(m.advance(t))
+        results[i] = out
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(texts))]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    for i in range(len(texts)):
+        assert results[i] == results[i % 3]
+        assert all(x for x in results[i] if isinstance(x, bool))
+
+
+def test_forced_tokens_are_canonical(llama3_vocab) -> None:
+    g = Grammar.from_lark('start: "{\\"temperature\\": " NUMBER ", \\"unit\\": \\"celsius\\"}"\nNUMBER: /[0-9]+/')
+    cg = compile_grammar(g, llama3_vocab)
+    m = cg.matcher()
+    forced = m.forced_tokens()
+    text = b"".join(llama3_vocab.token_bytes[t] for t in forced)
+    assert m.forced_bytes() == b'{"temperature": '
+    assert text and m.forced_bytes().startswith(text)
+    assert forced == llama3_vocab.encode(text.decode())
+    assert m.advance_many(forced) == len(forced)
+    m.advance_many(llama3_vocab.encode("21"))
+    rest = m.forced_tokens()  # a digit could still follow: nothing forced
+    assert rest == []
+    assert m.advance(llama3_vocab.encode(",")[0])
+    tail = m.forced_tokens()
+    assert tail and b"".join(llama3_vocab.token_bytes[t] for t in tail) == b' "unit": "celsius"}'
+
+
+def test_apply_token_mask_covers_padding_ids() -> None:
+    torch = pytest.importorskip("torch")
+    allowed = np.zeros(70, bool)
+    allowed[[0, 33, 69]] = True
+    mask = pack_mask(allowed)
+    logits = torch.zeros(2, 96)  # model wider than the vocabulary
+    apply_token_mask(logits, np.stack([mask, mask]))
+    finite = torch.isfinite(logits)
+    assert finite[:, [0, 33, 69]].all() and finite.sum() == 6
+
+
+@pytest.mark.parametrize("text,line,column", [
+    ('start: "a" (', 1, 13), ("start: a\na: \"x\"\n  | b\n", None, None), ('start: "a"\nstart: "b"', None, None),
+])
+def test_malformed_lark_grammars(text, line, column) -> None:
+    with pytest.raises(GrammarSyntaxError) as info:
+        Grammar.from_lark(text)
+    if line is not None:
+        assert (info.value.line, info.value.column) == (line, column)
+    else:
+        assert info.value.line is not None  # located by the name it complains about
+
+
+def test_unsupported_and_empty_grammars() -> None:
+    vocab = TokenVocabulary.from_token_bytes([b"a", b""], eos_ids=[1])
+    with pytest.raises(UnsupportedGrammarError):
+        Grammar.from_lark("start: B\n%declare B")
+    with pytest.raises(EmptyLanguageError):
+        compile_grammar(Grammar.from_lark('start: "a" start'), vocab, cache_dir=None)
+    with pytest.raises(GrammarError):
+        compile_grammar(Grammar.from_lark("start: A\nA: /a|/"), vocab, cache_dir=None)
+    with pytest.raises(GrammarError):
+        compile_grammar("start: 'a'", vocab)  # type: ignore[arg-type]
+
+
+def test_ambiguous_and_scannerless_grammars() -> None:
+    vocab = TokenVocabulary.from_token_bytes([b"a", b"aa", b"ab", b"b", b""], eos_ids=[4])
+    # greedy lexing of A=/a+/ would eat the "a" that B needs; every split is kept
+    cg = compile_grammar(Grammar.from_lark("start: A B\nA: /a+/\nB: /ab/"), vocab, cache_dir=None)
+    assert cg.accepts_bytes(b"aab") and cg.accepts_bytes(b"aaab") and not cg.accepts_bytes(b"ab")
+    m = cg.matcher()
+    assert m.advance(1) and m.advance(3) and m.is_accepting()  # "aa" + "b"
+    amb = compile_grammar(Grammar.from_lark('start: x+\nx: "a" | "aa" | "a" "a"'), vocab, cache_dir=None)
+    assert amb.accepts_bytes(b"aaaaa") and not amb.accepts_bytes(b"aab")
