@@ -5,13 +5,16 @@ vocabulary is the one place that knows how a tokenizer spells text:
 
 * **Byte-level BPE** (GPT-2, Llama 3, Qwen, SmolLM2): token strings are bytes
   written through GPT-2's ``bytes_to_unicode`` alphabet; the inverse table gives
-  the bytes back.  A token may be an incomplete UTF-8 sequence.
+  the bytes back.  A token may be an incomplete UTF-8 sequence.  Not every
+  vocabulary has all 256 single bytes (SmolLM2 lacks 21, e.g. ``0xF1``, ``0x04``):
+  text containing a missing byte cannot be spelled with its tokens.
 * **SentencePiece-style** (Llama 2, Mistral, T5-like): ``▁`` (U+2581) stands for a
   space, ``<0xNN>`` byte-fallback pieces for the single byte ``NN``, and every other
   piece for its UTF-8 encoding.  The bytes are the piece's bytes: SentencePiece
   often prepends a space to the first word of a text (``"Hi"`` -> ``"▁Hi"``), so
   ``b"".join(bytes of encode(s))`` may be ``b" " + s.encode()``.  Dropping that
-  space is the decoder's business, not the vocabulary's.
+  space is the decoder's business, not the vocabulary's.  (A literal ``▁`` in a
+  text comes back as a space: SentencePiece cannot tell them apart.)
 * **Special / control tokens** (every added token marked special, every id in
   ``all_special_ids``) and ids no token uses get ``b""``; they are in
   ``special_ids``.  Invariant: ``i in special_ids`` iff ``token_bytes[i] == b""``.

@@ -12,6 +12,11 @@ Semantics (the contract the whole engine is tested against):
   terminal matches, in any way at all, that the rules derive from ``start``, with
   any number of ``ignore`` terminal matches before, between and after them.  This
   is what lark's Earley parser with ``lexer='dynamic_complete'`` accepts.
+* Where lark differs, the regular-language reading above wins: lark's dynamic
+  lexer only tries prefixes of Python's first ``re.match``, so an alternation whose
+  preferred branch is a prefix of a longer one (``/[0-9]|[1-9][0-9]/`` on ``"10"``)
+  loses matches in lark but not here.  Shipped grammars avoid such terminals, so
+  lark agrees with the engine on them (tested).
 * Strings are Unicode text; the engine works on their UTF-8 bytes, so a byte
   string is in the language iff it is valid UTF-8 and its text is.
 """
