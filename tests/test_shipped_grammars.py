@@ -498,24 +498,29 @@ def test_python_rejects(source):
 class SentenceGenerator:
     """Random sentences of a lark grammar, from its compiled rules and terminals.
 
-    Every expansion choice, every terminal's text (from its own regex, or one of
-    `tricky` strings that its regex matches) and every %ignore insertion is a
-    hypothesis draw.  Past ``max_depth`` only expansions that fit the remaining
-    budget are chosen (a nonterminal's height is the least depth it can finish in).
+    Every expansion choice, every terminal's text and every %ignore insertion is
+    a hypothesis draw.  A terminal's text comes from its own regex, from one of
+    the ``tricky`` strings its regex matches, or from ``explicit[name]`` (a faster
+    strategy for a huge regex; it must only produce matches).  Past ``max_depth``,
+    or once ``max_terminals`` terminals are out, only expansions that fit the
+    remaining budget are chosen (a nonterminal's height is the least depth it
+    can finish in), so sentences stay small.
     """
 
-    def __init__(self, lark: Lark, *, max_depth: int, tricky=()) -> None:
+    def __init__(self, lark: Lark, *, max_depth: int, max_terminals: int = 30,
+                 tricky=(), explicit=None) -> None:
         self.rules = defaultdict(list)
         for r in lark.rules:
             self.rules[r.origin.name].append(tuple((s.name, s.is_term) for s in r.expansion))
         self.start = lark.options.start[0]
         self.max_depth = max_depth
+        self.max_terminals = max_terminals
         self.ignore = list(lark.ignore_tokens)
         self.terminal_strategies = {}
         for t in lark.terminals:
             regex = t.pattern.to_regexp()
+            strategy = (explicit or {}).get(t.name) or st.from_regex(regex, fullmatch=True)
             matching = sorted(w for w in tricky if re.fullmatch(regex, w))
-            strategy = st.from_regex(regex, fullmatch=True)
             if matching:
                 strategy = st.one_of(st.sampled_from(matching), strategy)
             self.terminal_strategies[t.name] = strategy
@@ -540,17 +545,22 @@ class SentenceGenerator:
         @st.composite
         def sentence(draw):
             out: list[str] = []
+            count = 0
 
             def gap():
                 if self.ignore and draw(st.booleans()):
                     out.append(draw(self.terminal_strategies[draw(st.sampled_from(self.ignore))]))
 
             def expand(name: str, depth: int) -> None:
-                budget = max(self.max_depth - depth, self.height[name])
+                nonlocal count
+                budget = self.height[name]
+                if count < self.max_terminals:
+                    budget = max(self.max_depth - depth, budget)
                 options = [e for e in self.rules[name] if self._exp_height(e, self.height) <= budget]
                 for sym, is_term in draw(st.sampled_from(options)):
                     if is_term:
                         out.append(draw(self.terminal_strategies[sym]))
+                        count += 1
                         gap()
                     else:
                         expand(sym, depth + 1)
@@ -560,6 +570,13 @@ class SentenceGenerator:
             return "".join(out)
 
         return sentence()
+
+
+def _identifiers(grammar: str, terminal: str, after: str = ""):
+    """Matches of a huge keyword-free identifier regex, drawn fast: plain
+    identifiers (plus ``after``) filtered by the terminal's own regex."""
+    regex = re.compile(_terminal_regex(grammar, terminal))
+    return st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,7}" + after, fullmatch=True).filter(regex.fullmatch)
 
 
 def _valid_utf8(text: str) -> bool:
@@ -593,7 +610,12 @@ SOUNDNESS_SETTINGS = settings(max_examples=200, deadline=None, derandomize=True,
 
 @functools.cache
 def generator(grammar: str) -> SentenceGenerator:
-    return SentenceGenerator(load(grammar), max_depth=SOUNDNESS[grammar][0], tricky=TRICKY_WORDS)
+    explicit = {}
+    if grammar in IDENTIFIER_TERMINALS:
+        name, _, _, after, _ = IDENTIFIER_TERMINALS[grammar]
+        explicit[name] = _identifiers(grammar, name, after)
+    return SentenceGenerator(load(grammar), max_depth=SOUNDNESS[grammar][0], tricky=TRICKY_WORDS,
+                             explicit=explicit)
 
 
 @pytest.mark.parametrize("grammar", SHIPPED)
