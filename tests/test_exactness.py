@@ -307,9 +307,30 @@ def test_small_vocab_exactness(case: Case, request):
             prefix += tb[t]
             chart = chart.feed(tb[t])
             assert chart is not None
-            if states >= SMALL_STATES:
+            if states >= SMALL_STATES or len(prefix) >= case.max_bytes:
                 break
     assert states >= SMALL_STATES
+
+
+# ---------------------------------------------------------------------- engine bug (xfail)
+@pytest.mark.xfail(strict=True, reason=(
+    "engine bug: Earley nodes are interned by kernels whose origins are node ids, so every "
+    "split of the text into terminals keeps its own history; after n x's of "
+    "start: a+ / a: \"x\" | \"xx\" the state holds Fib(n+1) configurations and parser nodes "
+    "(exponential time and memory; a textbook Earley chart has O(n) items per position)"))
+def test_ambiguous_splits_stay_polynomial():
+    from constrained import Grammar
+
+    v = TokenVocabulary.from_token_bytes([b"", b"x", b"xx"], eos_ids=[0])
+    cg = compile_grammar(Grammar.from_lark('start: a+\na: "x" | "xx"\n'), v, cache_dir=None)
+    m = cg.matcher()
+    for _ in range(20):
+        assert m.advance(1)
+    assert m.is_accepting()
+    n = 20
+    stats = cg.stats()
+    assert stats["parser_nodes"] <= 10 * n * n, stats          # 6764 nodes after 20 x's
+    assert len(cg.recognizer.configs(m.state_id)) <= 10 * n, "configurations per state"  # 10946
 
 
 # ---------------------------------------------------------------------- (b) full vocabularies
@@ -370,6 +391,8 @@ def full_vocab_walks(case: Case, vocab_key: str, vocab: TokenVocabulary, target:
             prefix += piece
             chart = chart.feed(piece)
             assert chart is not None, f"{case.name}: reference refuses {prefix!r} reached by the engine"
+            if len(prefix) >= case.max_bytes:
+                break
     return checked, diffs
 
 

@@ -99,7 +99,7 @@ def allowed_ids(m) -> np.ndarray:
     return np.flatnonzero(unpack_mask(m.mask(), m.compiled.vocab_size))
 
 
-def toy_lm_walk(m, vocab, rng: random.Random, max_steps: int = 120) -> bool:
+def toy_lm_walk(m, vocab, rng: random.Random, max_steps: int = 120, max_bytes: int = 10**9) -> bool:
     """Advance ``m`` with a toy LM until it takes EOS (True) or gives up (False).
 
     Uniform over allowed tokens, but EOS is taken with a probability that grows
@@ -109,8 +109,11 @@ def toy_lm_walk(m, vocab, rng: random.Random, max_steps: int = 120) -> bool:
     for step in range(max_steps):
         ids = allowed_ids(m)
         assert ids.size, f"dead state after {bytes_of(m, vocab)!r}: the mask is empty"
-        eos_ok = [t for t in eos if t in set(ids[-len(eos) - 1:].tolist()) or m.allows(t)]
-        if eos_ok and rng.random() < min(0.95, 0.1 + step / 25):
+        eos_ok = [t for t in eos if m.allows(t)]
+        too_long = len(bytes_of(m, vocab)) >= max_bytes
+        if too_long and not eos_ok:
+            return False
+        if eos_ok and (too_long or rng.random() < min(0.95, 0.1 + step / 25)):
             assert m.advance(rng.choice(eos_ok))
             return True
         non_eos = np.setdiff1d(ids, eos)
@@ -152,7 +155,7 @@ def generated(case: Case, seed: int, max_len: int = 300) -> bytes | None:
     """A string of the language (checked by the oracle), or None."""
     rng = random.Random(seed)
     s = StringGenerator(case.grammar).generate(rng, max_depth=rng.randint(2, 6))
-    if len(s) > max_len or not is_utf8(s) or not in_language(case, s):
+    if len(s) > min(max_len, case.max_bytes) or not is_utf8(s) or not in_language(case, s):
         return None
     return s
 
@@ -169,7 +172,7 @@ def test_soundness_walks_end_in_the_language(case: Case, vocab):
     def walk(seed):
         nonlocal finished
         m = cg.matcher()
-        if not toy_lm_walk(m, vocab, random.Random(seed)):
+        if not toy_lm_walk(m, vocab, random.Random(seed), max_bytes=case.max_bytes):
             return
         finished += 1
         text = bytes_of(m, vocab)
