@@ -46,7 +46,7 @@ VOCABS = ["llama3", "qwen3", "smollm2"]
 SMALL_STATES = int(os.environ.get("EXACTNESS_SMALL_STATES", "30"))   # per grammar, default run
 FULL_STATES = int(os.environ.get("EXACTNESS_FULL_STATES", "6"))      # per (grammar, vocab), default run
 SWEEP_TOTAL = int(os.environ.get("EXACTNESS_SWEEP_TOTAL", "20000"))  # distinct states over shipped grammars
-SWEEP_INLINE = int(os.environ.get("EXACTNESS_SWEEP_INLINE", "300"))  # per (inline grammar, vocab)
+SWEEP_INLINE = int(os.environ.get("EXACTNESS_SWEEP_INLINE", "100"))  # per (inline grammar, vocab)
 
 
 # ---------------------------------------------------------------------- helpers
@@ -209,6 +209,20 @@ def _choose(rng: random.Random, allowed: np.ndarray, eos: set[int], eos_p: float
             return t
 
 
+def _prefer_unseen(rng: random.Random, t: int, allowed: np.ndarray, eos: set[int], rec, sid: int,
+                   seen: set[int], tries: int = 24) -> int:
+    """``t``, unless it leads to a checked state and one of ``tries`` random allowed
+    tokens does not."""
+    if rec.token_step(sid, t) not in seen:
+        return t
+    ids = np.flatnonzero(allowed)
+    for _ in range(tries):
+        u = int(ids[rng.randrange(ids.size)])
+        if u not in eos and rec.token_step(sid, u) not in seen:
+            return u
+    return t
+
+
 # ---------------------------------------------------------------------- sanity of the references
 def test_reference_rejects_and_accepts_known_strings():
     from constrained import Grammar
@@ -333,12 +347,34 @@ def test_ambiguous_splits_stay_polynomial():
     assert len(cg.recognizer.configs(m.state_id)) <= 10 * n, "configurations per state"  # 10946
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "engine bug: Recognizer.viable_from does not deduplicate crossing candidates, so a token "
+    "made of k ignorable bytes followed by a refused byte is re-split at every accepting "
+    "point of the ignored terminal: 2^k work (Llama 3 has 48 spaces + newline; any grammar "
+    "with %ignore WS_INLINE then never finishes its first mask)"))
+def test_ignored_whitespace_runs_stay_polynomial():
+    from constrained import Grammar
+
+    grammar = Grammar.from_lark('start: "a"\nWS: /[ ]+/\n%ignore WS\n')
+    v = TokenVocabulary.from_token_bytes([b"", b"a", b" ", b" " * 25 + b"b"], eos_ids=[0])
+    cg = compile_grammar(grammar, v, cache_dir=None)
+    t0 = time.perf_counter()
+    allowed = unpack_mask(cg.matcher().mask(), len(v))
+    elapsed = time.perf_counter() - t0
+    assert allowed.tolist() == [False, True, True, False]
+    assert elapsed < 0.5, f"first mask took {elapsed:.1f} s for a 26-byte token"  # ~3 s; 2x per space
+
+
 # ---------------------------------------------------------------------- (b) full vocabularies
 def full_vocab_walks(case: Case, vocab_key: str, vocab: TokenVocabulary, target: int, rng: random.Random,
                      seen: set[int], max_tokens: int = 60, max_seconds: float | None = None,
-                     stop_on_difference: bool = True) -> tuple[int, list[str]]:
+                     stop_on_difference: bool = True, novelty: bool = True) -> tuple[int, list[str]]:
     """Random masked walks; each state id not in ``seen`` is checked once.  Returns
-    (states checked, difference reports)."""
+    (states checked, difference reports).  With ``novelty`` the walk prefers, among
+    a few random allowed tokens, one leading to a state not checked yet (plain
+    uniform walks keep revisiting the same few states of LR-like grammars), and a
+    walk may restart from a state an earlier walk found (so deep states, e.g. nested
+    JSON, are reached too)."""
     cg = compiled_for(case, vocab_key, vocab)
     rec = cg.recognizer
     blm = byte_level_mask(vocab_key, vocab)
@@ -348,13 +384,16 @@ def full_vocab_walks(case: Case, vocab_key: str, vocab: TokenVocabulary, target:
     checked = 0
     diffs: list[str] = []
     steps = 0
+    pool: list[tuple] = []  # (matcher, chart, prefix) at states found earlier
     t0 = time.monotonic()
     while checked < target and steps < 40 * target + 200:
         if max_seconds is not None and time.monotonic() - t0 > max_seconds:
             break
-        m = cg.matcher()
-        chart = ref.initial
-        prefix = b""
+        if novelty and pool and rng.random() < 0.7:
+            m, chart, prefix = rng.choice(pool)
+            m = m.fork()
+        else:
+            m, chart, prefix = cg.matcher(), ref.initial, b""
         for _ in range(rng.randint(1, max_tokens)):
             steps += 1
             sid = m.state_id
@@ -362,6 +401,12 @@ def full_vocab_walks(case: Case, vocab_key: str, vocab: TokenVocabulary, target:
             if sid not in seen:
                 seen.add(sid)
                 checked += 1
+                if novelty and len(prefix) < 2000 and rng.random() < 0.25:
+                    entry = (m.fork(), chart, prefix)
+                    if len(pool) < 256:
+                        pool.append(entry)
+                    else:
+                        pool[rng.randrange(len(pool))] = entry
                 slow = blm.allowed(rec, sid)
                 problems = []
                 if not np.array_equal(fast, slow):
@@ -386,6 +431,8 @@ def full_vocab_walks(case: Case, vocab_key: str, vocab: TokenVocabulary, target:
             t = _choose(rng, fast, eos, eos_p=0.05)
             if t is None:
                 break
+            if novelty:
+                t = _prefer_unseen(rng, t, fast, eos, rec, sid, seen)
             assert m.advance(t)
             piece = vocab.token_bytes[t]
             prefix += piece
@@ -423,7 +470,8 @@ def sweep_summary(request):
         if reporter is not None:
             reporter.write_line("")
             reporter.write_line(line)
-        print(line)
+        else:
+            print(line)
 
 
 def _slow_selected(config) -> bool:
@@ -449,6 +497,7 @@ def test_exactness_sweep(vocab_key: str, case: Case, request, sweep_summary):
     t0 = time.monotonic()
     checked, diffs = full_vocab_walks(case, vocab_key, vocab, target, rng, set(), max_tokens=max_tokens,
                                       stop_on_difference=False)
+    _COMPILED.pop((case.name, vocab_key), None)  # free the engine's memoised masks
     sweep_summary["states"] += checked
     sweep_summary["diffs"] += len(diffs)
     sweep_summary["tests"] += 1
