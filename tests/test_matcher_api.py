@@ -54,7 +54,6 @@ def test_advance_refused_leaves_state_unchanged(toy_json) -> None:
 def test_fork_rollback_terminate(toy_json) -> None:
     m = toy_json.matcher()
     assert m.advance_many([0, 2, 3, 4, 6, 1]) == 6
-    masks = [None]
     f = m.fork()
     assert f.advance(EOS) and f.is_terminated() and not m.is_terminated()
     with pytest.raises(MatcherTerminatedError):
@@ -76,7 +75,6 @@ def test_fork_rollback_terminate(toy_json) -> None:
     assert got == expected
     with pytest.raises(MatcherError):
         g.rollback(7)
-    del masks
 
 
 def test_special_tokens_never_allowed(llama3_vocab) -> None:

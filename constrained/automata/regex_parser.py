@@ -17,8 +17,8 @@ AST nodes (tuples, hashable):
     ("rep", node, lo, hi)        repetition, hi None = unbounded
 
 Example:
-    >>> parse_regex("a|[b-c]")
-    ('alt', (('chars', ((97, 97),)), ('chars', ((98, 99),))))
+    >>> parse_regex("ab|c*")
+    ('alt', (('seq', (('chars', ((97, 97),)), ('chars', ((98, 98),)))), ('rep', ('chars', ((99, 99),)), 0, None)))
 """
 
 from __future__ import annotations

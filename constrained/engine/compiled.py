@@ -11,7 +11,7 @@ from constrained.automata.byte_dfa import DEFAULT_MAX_STATES, ByteDFA, compile_r
 from constrained.engine.earley import EarleyParser, ParserTables
 from constrained.engine.recognizer import Recognizer
 from constrained.engine.token_tables import TokenTables, default_cache_dir
-from constrained.errors import CompileLimitError, GrammarError, UnsupportedGrammarError
+from constrained.errors import GrammarError, UnsupportedGrammarError
 from constrained.grammar.ir import Grammar
 
 _DEFAULT = object()
@@ -37,6 +37,8 @@ class CompiledGrammar:
         self.vocab = vocab
         self._recognizer = recognizer
         self.compile_seconds = compile_seconds
+        self._eos_ids = tuple(int(t) for t in recognizer.eos_ids)
+        self.eos_set: frozenset[int] = frozenset(self._eos_ids)
 
     @property
     def recognizer(self) -> Recognizer:
@@ -54,7 +56,7 @@ class CompiledGrammar:
 
     @property
     def eos_ids(self) -> tuple[int, ...]:
-        return tuple(int(t) for t in self._recognizer.eos_ids)
+        return self._eos_ids
 
     def matcher(self):
         """A fresh `Matcher` at the start of the language."""
@@ -109,10 +111,7 @@ def compile_grammar(grammar: Grammar, vocab, *, cache_dir: str | Path | None = _
         if i < tables.num_terminals and i not in used:
             dfas.append(None)
             continue
-        try:
-            dfa = compile_regex(regex_of[name], terminal=name, max_states=max_dfa_states)
-        except CompileLimitError:
-            raise
+        dfa = compile_regex(regex_of[name], terminal=name, max_states=max_dfa_states)
         if dfa.matches_empty():
             raise UnsupportedGrammarError(f"terminal {name!r} matches the empty string "
                                           f"(/{regex_of[name]}/); make it non-empty and the rule optional",

@@ -119,7 +119,7 @@ def forced_tokens(matcher) -> list[int]:
     cut = _straddle_cut(rec, sid, forced, index)
     if cut == 0:
         return []
-    eos = set(matcher.compiled.eos_ids)
+    eos = matcher.compiled.eos_set
     history = [t for t in matcher.tokens if t not in eos][-LOOKBACK_TOKENS:]
     tb = vocab.token_bytes
     while history:

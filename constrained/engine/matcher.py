@@ -37,7 +37,7 @@ class Matcher:
                  _terminated: bool = False) -> None:
         self._compiled = compiled
         self._rec = compiled.recognizer
-        self._eos = frozenset(compiled.eos_ids)
+        self._eos = compiled.eos_set
         self._history = _history if _history is not None else [self._rec.initial]
         self._tokens = _tokens if _tokens is not None else []
         self._terminated = _terminated

@@ -59,6 +59,9 @@ class Recognizer:
         self.nbytes = tables.nbytes
         self.eos_ids = eos_ids
         self.token_bytes = tables.vocab.token_bytes
+        eos_bits = np.zeros(self.vocab_size, bool)
+        eos_bits[eos_ids] = True
+        self._eos_packed = pack_bits(eos_bits, self.nbytes)
         self._lock = threading.Lock()
         self._states: list[frozenset[Config]] = [frozenset()]
         self._state_ids: dict[frozenset[Config], int] = {frozenset(): DEAD_STATE}
@@ -294,10 +297,8 @@ class Recognizer:
         out = np.zeros(self.nbytes, np.uint8)
         for cfg in configs:
             out |= self._cfg_mask(cfg)
-        if self.accepting(sid) and self.eos_ids.size:
-            bits = np.zeros(self.vocab_size, bool)
-            bits[self.eos_ids] = True
-            out |= pack_bits(bits, self.nbytes)
+        if self.accepting(sid):
+            out |= self._eos_packed
         out = out.view(np.int32)
         out.setflags(write=False)
         self._mask_memo[sid] = out
