@@ -105,11 +105,12 @@ class ParserTables:
 class ParserNode:
     """One interned Earley set: what it expects and whether input may end here."""
 
-    __slots__ = ("id", "expect", "waiting", "accepting", "terminals")
+    __slots__ = ("id", "kernel", "expect", "waiting", "accepting", "terminals")
 
-    def __init__(self, node_id: int, expect: dict[int, tuple], waiting: dict[int, tuple],
-                 accepting: bool) -> None:
+    def __init__(self, node_id: int, kernel: frozenset, expect: dict[int, tuple],
+                 waiting: dict[int, tuple], accepting: bool) -> None:
         self.id = node_id
+        self.kernel = kernel          # the scanned items (rule, dot, origin node) it is closed from
         self.expect = expect          # terminal -> items (rule, dot, origin) waiting for it
         self.waiting = waiting        # nonterminal -> items waiting for it
         self.accepting = accepting
@@ -134,6 +135,7 @@ class EarleyParser:
         self._scan_memo: dict[tuple[int, int], int] = {}
         self._lock = threading.RLock()
         self.root = self._intern(("root",), [(r, 0, SELF) for r in tables.rules_by_lhs[tables.start]])
+        self._union_memo: dict[frozenset[int], int] = {}
 
     def terminal_id(self, name: str) -> int:
         return self.tables.terminal_names.index(name)
@@ -160,6 +162,30 @@ class EarleyParser:
             if result is None:
                 result = self._intern(kernel, list(kernel))
         self._scan_memo[key] = result
+        return result
+
+    def union(self, node_ids) -> int:
+        """The node whose items are the union of the given nodes' items (not the root).
+
+        Sound because an Earley set's future is the union of its items' futures:
+        completion only looks back into each item's own origin.  The recognizer
+        merges the configurations of different splits that read the same lexeme
+        from different nodes, so ambiguous splits share one node per position
+        instead of one per split history (which grows like Fibonacci numbers).
+        """
+        key = frozenset(node_ids)
+        if len(key) == 1:
+            return next(iter(key))
+        hit = self._union_memo.get(key)
+        if hit is not None:
+            return hit
+        if self.root in key:
+            raise ValueError("the root node's predictions are relative to itself; it cannot be merged")
+        kernel = frozenset().union(*(self._nodes[n].kernel for n in key))
+        result = self._by_kernel.get(kernel)
+        if result is None:
+            result = self._intern(kernel, list(kernel))
+        self._union_memo[key] = result
         return result
 
     def _intern(self, key, kernel_items) -> int:
@@ -207,5 +233,5 @@ class EarleyParser:
                 agenda.append((r2, 0, SELF))
             if x in t.nullable:
                 agenda.append((r, d + 1, o))
-        return ParserNode(node_id, {k: tuple(v) for k, v in expect.items()},
+        return ParserNode(node_id, frozenset(kernel_items), {k: tuple(v) for k, v in expect.items()},
                           {k: tuple(v) for k, v in waiting.items()}, accepting)

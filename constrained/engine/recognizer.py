@@ -59,6 +59,7 @@ class Recognizer:
         self.nbytes = tables.nbytes
         self.eos_ids = eos_ids
         self.token_bytes = tables.vocab.token_bytes
+        self._split_stride = int(tables.lengths.max()) + 1  # (token, offset) -> one integer key
         eos_bits = np.zeros(self.vocab_size, bool)
         eos_bits[eos_ids] = True
         self._eos_packed = pack_bits(eos_bits, self.nbytes)
@@ -141,9 +142,29 @@ class Recognizer:
         out: set[Config] = set()
         for cfg in self._states[sid]:
             out.update(self._cfg_step(cfg, b))
-        result = self.intern(frozenset(out))
+        result = self.intern(self._merge_splits(out))
         self._byte_memo[key] = result
         return result
+
+    def _merge_splits(self, configs: set[Config]) -> frozenset[Config]:
+        """Merge configurations reading the same lexeme in the same DFA state.
+
+        ``(n1, lex, q)`` and ``(n2, lex, q)`` have the same future as
+        ``(union(n1, n2), lex, q)``, so a state keeps at most one configuration
+        per (lexeme, DFA state) besides the root's: different splits of the text
+        into terminals then cost one parser node per position, not one per split.
+        """
+        root = self.parser.root
+        groups: dict[tuple[int, int], list[int]] = {}
+        for node, lex, q in configs:
+            if node != root:
+                groups.setdefault((lex, q), []).append(node)
+        if all(len(nodes) == 1 for nodes in groups.values()):
+            return frozenset(configs)
+        merged = {cfg for cfg in configs if cfg[0] == root}
+        for (lex, q), nodes in groups.items():
+            merged.add((self.parser.union(nodes), lex, q))
+        return frozenset(merged)
 
     def feed(self, sid: int, data: bytes) -> int:
         """State after ``data``."""
@@ -226,6 +247,7 @@ class Recognizer:
             return np.fromiter((self.feed(start, tb[t][o:]) != DEAD_STATE for t, o in zip(toks.tolist(), offs.tolist())),
                                dtype=bool, count=n)
         res = np.zeros(n, dtype=bool)
+        pending: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
         bm, lengths = self.tables.byte_matrix, self.tables.lengths
         order, bounds, present = buckets if buckets is not None else self._buckets(bm[toks, offs])
         for lx in self.start_lexemes(node):
@@ -243,12 +265,20 @@ class Recognizer:
             live_end, si, sp = scan_tokens(self.dfas[lx], START, toks[todo], offs[todo], bm, lengths)
             res[todo[live_end]] = True
             if si.size:
-                cand = todo[si]
-                pend = ~res[cand]
-                cand, sp = cand[pend], sp[pend]
-                if cand.size:
-                    sub = self.viable_from(self.after_lexeme(node, lx), toks[cand], sp)
-                    res[cand[sub]] = True
+                pending.setdefault(self.after_lexeme(node, lx), []).append((todo[si], sp))
+        for target, parts in pending.items():
+            cand = np.concatenate([c for c, _ in parts])
+            sp = np.concatenate([p for _, p in parts])
+            keep = ~res[cand]
+            cand, sp = cand[keep], sp[keep]
+            if cand.size == 0:
+                continue
+            # one scan per distinct (token, split point): different lexemes (or an
+            # ignored terminal ending at several points) reach the same remainder
+            key = toks[cand] * self._split_stride + sp
+            _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+            sub = self.viable_from(target, toks[cand[first]], sp[first])
+            res[cand[sub[inverse]]] = True
         return res
 
     def _crossing(self, lex: int, q: int, table):
