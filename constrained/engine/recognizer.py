@@ -30,14 +30,13 @@ import numpy as np
 
 from constrained.automata.byte_dfa import START, ByteDFA
 from constrained.engine.earley import EarleyParser
-from constrained.engine.token_scan import scan_tokens
-from constrained.engine.token_tables import TokenTables, pack_bits
+from constrained.engine.crossing import CrossingSet, CrossingSets
+from constrained.engine.token_tables import TokenTables
 
 DEAD_STATE = 0
 BOUNDARY = -1
 
 Config = tuple[int, int, int]
-_SCALAR_CANDIDATES = 24
 
 
 class Recognizer:
@@ -52,17 +51,14 @@ class Recognizer:
         self.accepting_q = [d.accepting if d is not None else None for d in lexer_dfas]
         self.num_parser_terminals = num_parser_terminals
         self.ignore_ids = tuple(range(num_parser_terminals, len(lexer_dfas)))
-        # which first bytes can start each lexeme (a cheap filter before scanning)
-        self._first_byte_ok = [t[START] != 0 if t is not None else None for t in self.transitions]
         self.tables = tables
         self.vocab_size = tables.size
         self.nbytes = tables.nbytes
         self.eos_ids = eos_ids
         self.token_bytes = tables.vocab.token_bytes
-        self._split_stride = int(tables.lengths.max()) + 1  # (token, offset) -> one integer key
         eos_bits = np.zeros(self.vocab_size, bool)
         eos_bits[eos_ids] = True
-        self._eos_packed = pack_bits(eos_bits, self.nbytes)
+        self._eos_packed = CrossingSets.pack(eos_bits)
         self._lock = threading.Lock()
         self._states: list[frozenset[Config]] = [frozenset()]
         self._state_ids: dict[frozenset[Config], int] = {frozenset(): DEAD_STATE}
@@ -74,7 +70,7 @@ class Recognizer:
         self._mask_memo: dict[int, np.ndarray] = {}
         self._next_bytes_memo: dict[int, np.ndarray] = {}
         self._start_lex: dict[int, tuple[int, ...]] = {}
-        self._crossing_memo: dict[tuple[int, int], tuple] = {}
+        self._crossing_memo: dict[tuple[int, int], np.ndarray | None] = {}
         self.initial = self.intern(frozenset([(parser.root, BOUNDARY, 0)]))
 
     # ------------------------------------------------------------------ states
@@ -227,70 +223,33 @@ class Recognizer:
         return hit
 
     # ------------------------------------------------------------------ masks
-    @staticmethod
-    def _buckets(first: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        order = np.argsort(first, kind="stable")
-        bounds = np.concatenate([[0], np.cumsum(np.bincount(first, minlength=256))])
-        return order, bounds, bounds[1:] > bounds[:-1]
+    def crossing_bits(self, node: int, cset: CrossingSet) -> np.ndarray | None:
+        """Packed bitset of the tokens of ``cset`` whose remainder can be read from a
+        lexeme boundary at ``node`` (None if none).
 
-    def viable_from(self, node: int, toks: np.ndarray, offs: np.ndarray, buckets=None) -> np.ndarray:
-        """For each candidate, can ``token[off:]`` be read from a boundary at ``node``?
-
-        Candidates are bucketed by their first byte so each start lexeme only
-        scans the candidates it can begin with (``buckets`` may be precomputed).
+        Walks the lexeme paths ``node`` allows over the parser-independent scans
+        cached in ``cset``; results are memoised per (node, set).
         """
-        n = len(toks)
-        if n <= _SCALAR_CANDIDATES and buckets is None:
-            # few candidates (deep recursion): the memoised byte path beats numpy's call overhead
-            start = self.intern(frozenset([(node, BOUNDARY, 0)]))
-            tb = self.token_bytes
-            return np.fromiter((self.feed(start, tb[t][o:]) != DEAD_STATE for t, o in zip(toks.tolist(), offs.tolist())),
-                               dtype=bool, count=n)
-        res = np.zeros(n, dtype=bool)
-        pending: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
-        bm, lengths = self.tables.byte_matrix, self.tables.lengths
-        order, bounds, present = buckets if buckets is not None else self._buckets(bm[toks, offs])
+        key = (node, cset.uid)
+        if key in self._crossing_memo:
+            return self._crossing_memo[key]
+        parts = []
         for lx in self.start_lexemes(node):
-            starts = np.flatnonzero(self._first_byte_ok[lx] & present)
-            if starts.size == 0:
-                continue
-            if starts.size == 1:
-                b = starts[0]
-                todo = order[bounds[b]:bounds[b + 1]]
-            else:
-                todo = np.concatenate([order[bounds[b]:bounds[b + 1]] for b in starts])
-            todo = todo[~res[todo]]
-            if todo.size == 0:
-                continue
-            live_end, si, sp = scan_tokens(self.dfas[lx], START, toks[todo], offs[todo], bm, lengths)
-            res[todo[live_end]] = True
-            if si.size:
-                pending.setdefault(self.after_lexeme(node, lx), []).append((todo[si], sp))
-        for target, parts in pending.items():
-            cand = np.concatenate([c for c, _ in parts])
-            sp = np.concatenate([p for _, p in parts])
-            keep = ~res[cand]
-            cand, sp = cand[keep], sp[keep]
-            if cand.size == 0:
-                continue
-            # one scan per distinct (token, split point): different lexemes (or an
-            # ignored terminal ending at several points) reach the same remainder
-            key = toks[cand] * self._split_stride + sp
-            _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-            sub = self.viable_from(target, toks[cand[first]], sp[first])
-            res[cand[sub[inverse]]] = True
-        return res
-
-    def _crossing(self, lex: int, q: int, table):
-        """Crossing candidates of a token table, as int64 arrays with their buckets (cached)."""
-        key = (lex, q)
-        hit = self._crossing_memo.get(key)
-        if hit is None:
-            toks = table.cross_toks.astype(np.int64)
-            offs = table.cross_pos.astype(np.int64)
-            hit = (toks, offs, self._buckets(self.tables.byte_matrix[toks, offs]))
-            self._crossing_memo[key] = hit
-        return hit
+            live, child = cset.scan(self.dfas[lx])
+            if live is not None:
+                parts.append(live)
+            if child is not None:
+                sub = self.crossing_bits(self.after_lexeme(node, lx), child)
+                if sub is not None:
+                    parts.append(sub)
+        out = None
+        if len(parts) == 1:
+            out = parts[0]
+        elif parts:
+            out = np.bitwise_or.reduce(parts)
+            out.setflags(write=False)
+        self._crossing_memo[key] = out
+        return out
 
     def _cfg_mask(self, cfg: Config) -> np.ndarray:
         hit = self._cfg_mask_memo.get(cfg)
@@ -302,18 +261,16 @@ class Recognizer:
             for lx in self.start_lexemes(node):
                 out |= self._cfg_mask((node, lx, START))
         else:
-            table = self.tables.get(self.dfas[lex], q)
+            dfa = self.dfas[lex]
+            table = self.tables.get(dfa, q)
             out = table.inside.copy()
             if self.accepting_q[lex][q]:
                 # the lexeme may end before this token: the whole token starts the next one
                 out |= self._cfg_mask((self.after_lexeme(node, lex), BOUNDARY, 0))
             if table.cross_toks.size:
-                toks, offs, buckets = self._crossing(lex, q, table)
-                ok = self.viable_from(self.after_lexeme(node, lex), toks, offs, buckets)
-                if ok.any():
-                    bits = np.zeros(self.vocab_size, bool)
-                    bits[table.cross_toks[ok]] = True
-                    out |= pack_bits(bits, self.nbytes)
+                crossing = self.crossing_bits(self.after_lexeme(node, lex), self.tables.crossing_root(dfa, q))
+                if crossing is not None:
+                    out |= crossing
         out.setflags(write=False)
         self._cfg_mask_memo[cfg] = out
         return out

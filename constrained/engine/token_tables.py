@@ -27,7 +27,9 @@ from pathlib import Path
 import numpy as np
 
 from constrained.automata.byte_dfa import ByteDFA
+from constrained.engine.crossing import CrossingSet, CrossingSets
 from constrained.engine.token_scan import scan_tokens
+from constrained.masks import pack_mask
 
 TABLE_FORMAT = 1
 
@@ -47,14 +49,6 @@ class StateTokenTable:
     cross_pos: np.ndarray    # byte offset of the split point (int32)
 
 
-def pack_bits(bits: np.ndarray, nbytes: int) -> np.ndarray:
-    """Bool array -> packed little-endian bitset of ``nbytes`` bytes."""
-    packed = np.packbits(bits, bitorder="little")
-    if packed.size < nbytes:
-        packed = np.concatenate([packed, np.zeros(nbytes - packed.size, np.uint8)])
-    return packed[:nbytes]
-
-
 class TokenTables:
     """The token tables of one vocabulary; obtain with `TokenTables.for_vocabulary`."""
 
@@ -71,6 +65,7 @@ class TokenTables:
         self.cache_dir = None if cache_dir is None else Path(cache_dir) / "tables" / vocab.content_hash()[:24]
         self._tables: dict[str, dict[int, StateTokenTable]] = {}
         self._lock = threading.Lock()
+        self.crossing = CrossingSets(self.byte_matrix, self.lengths, self.size)
 
     @classmethod
     def for_vocabulary(cls, vocab, cache_dir: Path | None) -> "TokenTables":
@@ -87,6 +82,11 @@ class TokenTables:
         if per is None:
             per = self.ensure(dfa)
         return per[state]
+
+    def crossing_root(self, dfa: ByteDFA, state: int) -> CrossingSet:
+        """The crossing candidates of ``state`` of ``dfa`` as a `CrossingSet` (shared)."""
+        table = self.get(dfa, state)
+        return self.crossing.root(dfa, state, table.cross_toks, table.cross_pos)
 
     def ensure(self, dfa: ByteDFA) -> dict[int, StateTokenTable]:
         """Load or compute the tables of every live state of ``dfa``."""
@@ -113,7 +113,7 @@ class TokenTables:
         keep = ~live_end[si]
         cross_toks = toks[si[keep]].astype(np.int32)
         cross_pos = sp[keep].astype(np.int32)
-        inside = pack_bits(inside_bits, self.nbytes)
+        inside = pack_mask(inside_bits).view(np.uint8)
         for a in (inside, cross_toks, cross_pos):
             a.setflags(write=False)
         return StateTokenTable(inside, cross_toks, cross_pos)

@@ -1,0 +1,127 @@
+"""Crossing candidates: token remainders that must be read from a lexeme boundary.
+
+When a lexeme may end strictly inside a token, the rest of the token
+(``token[offset:]``) has to be read by whatever the parser expects next.  A
+`CrossingSet` holds such candidates ``(token, offset)``.  Scanning a set with a
+lexeme's DFA is *independent of the parser*: it yields
+
+* ``live``: the tokens whose remainder stays inside that lexeme to the end
+  (packed bitset; viable wherever the parser expects the lexeme), and
+* ``child``: a new `CrossingSet` of the points where that lexeme may end inside
+  the remainder (deduplicated ``(token, offset)`` pairs).
+
+So the scans are cached here, per vocabulary and lexeme DFA digest, and shared
+by every parser node, every compile and every grammar over the vocabulary that
+uses the same lexemes.  The recognizer only walks the tree of lexeme paths its
+parser nodes allow and ORs the cached bitsets (see
+`constrained.engine.recognizer.Recognizer.crossing_bits`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+
+import numpy as np
+
+from constrained.automata.byte_dfa import START, ByteDFA
+from constrained.engine.token_scan import scan_tokens
+from constrained.masks import pack_mask
+
+
+class CrossingSet:
+    """Candidates ``(toks[i], offs[i])``; build roots with `CrossingSets.root`.
+
+    ``uid`` is unique per vocabulary's sets (the memo key for parser-dependent results).
+    """
+
+    __slots__ = ("uid", "toks", "offs", "_owner", "_order", "_bounds", "_scans")
+
+    def __init__(self, uid: int, toks: np.ndarray, offs: np.ndarray, owner: "CrossingSets") -> None:
+        self.uid = uid
+        self.toks = toks
+        self.offs = offs
+        self._owner = owner
+        first = owner.byte_matrix[toks, offs]
+        self._order = np.argsort(first, kind="stable")
+        self._bounds = np.concatenate([[0], np.cumsum(np.bincount(first, minlength=256))])
+        self._scans: dict[str, tuple[np.ndarray | None, CrossingSet | None]] = {}
+
+    def __len__(self) -> int:
+        return len(self.toks)
+
+    def scan(self, dfa: ByteDFA) -> tuple[np.ndarray | None, "CrossingSet | None"]:
+        """``(live, child)`` for the lexeme ``dfa`` started at every candidate (cached).
+
+        ``live`` is a packed token bitset or None when empty; ``child`` is None when
+        the lexeme never ends inside a remainder.
+        """
+        hit = self._scans.get(dfa.digest)
+        if hit is None:
+            hit = self._scan(dfa)
+            self._scans[dfa.digest] = hit
+        return hit
+
+    def _scan(self, dfa: ByteDFA) -> tuple[np.ndarray | None, "CrossingSet | None"]:
+        owner = self._owner
+        starts = np.flatnonzero((dfa.transitions[START] != 0) & (self._bounds[1:] > self._bounds[:-1]))
+        if starts.size == 0:
+            return None, None
+        idx = np.concatenate([self._order[self._bounds[b]:self._bounds[b + 1]] for b in starts])
+        toks, offs = self.toks[idx], self.offs[idx]
+        live_end, si, sp = scan_tokens(dfa, START, toks, offs, owner.byte_matrix, owner.lengths)
+        live = None
+        if live_end.any():
+            bits = np.zeros(owner.size, bool)
+            bits[toks[live_end]] = True
+            live = owner.pack(bits)
+        child = None
+        if si.size:
+            ctoks, coffs = toks[si], sp
+            key = ctoks * owner.split_stride + coffs
+            _, first = np.unique(key, return_index=True)
+            child = owner.intern_set(ctoks[first], coffs[first])
+        return live, child
+
+
+class CrossingSets:
+    """The crossing sets of one vocabulary (owned by its `TokenTables`); thread-safe."""
+
+    def __init__(self, byte_matrix: np.ndarray, lengths: np.ndarray, size: int) -> None:
+        self.byte_matrix = byte_matrix
+        self.lengths = lengths
+        self.size = size
+        self.split_stride = int(lengths.max()) + 1 if lengths.size else 1
+        self._roots: dict[tuple[str, int], CrossingSet] = {}
+        self._by_content: dict[bytes, CrossingSet] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def pack(bits: np.ndarray) -> np.ndarray:
+        packed = pack_mask(bits).view(np.uint8)
+        packed.setflags(write=False)
+        return packed
+
+    def intern_set(self, toks: np.ndarray, offs: np.ndarray) -> CrossingSet:
+        """The set with these candidates (one object per distinct content, so lexeme
+        paths that reach the same remainders, e.g. "x"+"xx" and "xx"+"x", share it)."""
+        toks = np.ascontiguousarray(toks, dtype=np.int64)
+        offs = np.ascontiguousarray(offs, dtype=np.int64)
+        digest = hashlib.blake2b(toks.tobytes() + b"|" + offs.tobytes(), digest_size=16).digest()
+        hit = self._by_content.get(digest)
+        if hit is not None:
+            return hit
+        with self._lock:
+            hit = self._by_content.get(digest)
+            if hit is None:
+                hit = CrossingSet(len(self._by_content), toks, offs, self)
+                self._by_content[digest] = hit
+            return hit
+
+    def root(self, dfa: ByteDFA, state: int, cross_toks: np.ndarray, cross_pos: np.ndarray) -> CrossingSet:
+        """The crossing candidates of ``state`` of ``dfa`` (from its token table)."""
+        key = (dfa.digest, state)
+        hit = self._roots.get(key)
+        if hit is None:
+            hit = self._roots[key] = self.intern_set(cross_toks, cross_pos)
+        return hit
