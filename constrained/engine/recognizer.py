@@ -11,7 +11,8 @@ and memoised:
 * ``byte_step(sid, b)`` and ``token_step(sid, t)`` (advance; 0 is the dead state);
 * ``mask(sid)``: a packed bitset of the allowed tokens, built from the
   per-(terminal, DFA-state) token tables (inside tokens OR-ed in whole; crossing
-  tokens checked against the parser node in one vectorised pass);
+  tokens through the parser-independent cached scans of `constrained.engine.crossing`,
+  walked along the lexeme paths the parser node allows);
 * ``accepting(sid)`` and ``next_bytes(sid)``.
 
 Exactness: a token is allowed iff reading its bytes from the state leaves a
