@@ -360,6 +360,45 @@ def test_ignored_whitespace_runs_stay_polynomial():
     assert elapsed < 20, f"first mask took {elapsed:.1f} s for a 49-byte token"  # 2^48 scans if exponential
 
 
+DEEP_TEXTS = {
+    "arithmetic.lark": [
+        "(" * 12 + "1+(2*(-(3-4)))" + ")" * 12,
+        "((((((((-(-((((1))))))/2)*3)-4)+5)*6)/7)-8)",
+        "-(\t(( -(( 7 ))\t)) )*((((((((9))))))))",
+    ],
+    "json.lark": [
+        "[[[[[[[[[[[[1]]]]]]]]]]]]",
+        '{"a":[{"b":[[{"c":[1,[2,[3,{"d":[[[[null]]]]}]]]}]]}],"e":[[[]]]}',
+        '[ [ {"k" : [ [ [ "v" , 2 ] ] ] } ] , [[[true]]] ]',
+    ],
+}
+
+
+@pytest.mark.parametrize("grammar_name", sorted(DEEP_TEXTS))
+def test_deep_nesting_masks_are_exact(grammar_name, llama3_vocab):
+    """Masks of new parse stacks are computed on abstract nodes (the top of the stack)
+    and shared; along deeply nested texts (tokens such as "))))" pop several levels)
+    every mask must still equal the byte-level definition over the full vocabulary."""
+    from constrained import Grammar
+
+    cg = compile_grammar(Grammar.from_file(ROOT / "grammars" / grammar_name), llama3_vocab, cache_dir=None)
+    blm = byte_level_mask("llama3", llama3_vocab)
+    rec = cg.recognizer
+    for text in DEEP_TEXTS[grammar_name]:
+        m = cg.matcher()
+        prefix = b""
+        for t in llama3_vocab.encode(text):
+            want = blm.allowed(rec, m.state_id)
+            got = unpack_mask(m.mask(), len(llama3_vocab))
+            assert (got == want).all(), describe_difference(
+                CASES[CASE_IDS.index(grammar_name)], prefix, set(np.flatnonzero(got).tolist()),
+                set(np.flatnonzero(want).tolist()), llama3_vocab.token_bytes)
+            assert m.advance(t), text
+            prefix += llama3_vocab.token_bytes[t]
+        assert m.is_accepting()
+    assert any(rec.parser.node(n).abstract for n in range(rec.parser.num_nodes)), "abstraction never used"
+
+
 # ---------------------------------------------------------------------- (b) full vocabularies
 def full_vocab_walks(case: Case, vocab_key: str, vocab: TokenVocabulary, target: int, rng: random.Random,
                      seen: set[int], max_tokens: int = 60, max_seconds: float | None = None,

@@ -149,15 +149,43 @@ def test_forced_tokens_are_canonical(llama3_vocab) -> None:
     assert tail and b"".join(llama3_vocab.token_bytes[t] for t in tail) == b' "unit": "celsius"}'
 
 
-def test_apply_token_mask_covers_padding_ids() -> None:
+def _devices() -> list:
+    try:
+        import torch
+    except ImportError:
+        return ["cpu"]
+    cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+    return ["cpu", pytest.param("cuda", marks=cuda)]
+
+
+@pytest.mark.parametrize("device", _devices())
+def test_apply_token_mask_covers_padding_ids(device) -> None:
     torch = pytest.importorskip("torch")
     allowed = np.zeros(70, bool)
     allowed[[0, 33, 69]] = True
     mask = pack_mask(allowed)
-    logits = torch.zeros(2, 96)  # model wider than the vocabulary
+    logits = torch.zeros(2, 96, device=device)  # model wider than the vocabulary
     apply_token_mask(logits, np.stack([mask, mask]))
     finite = torch.isfinite(logits)
     assert finite[:, [0, 33, 69]].all() and finite.sum() == 6
+
+
+@pytest.mark.parametrize("device", _devices())
+def test_apply_token_mask_matches_unpacked_mask(device) -> None:
+    """Random masks (numpy or torch, batched), bf16 logits: exactly the allowed ids stay finite."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    allowed = rng.random((3, 1000)) < 0.3
+    packed = pack_mask(allowed)
+    for mask in (packed, torch.as_tensor(packed).to(device)):
+        logits = torch.randn(3, 1024, device=device, dtype=torch.bfloat16)
+        before = logits.clone()
+        apply_token_mask(logits, mask)
+        expect = np.zeros((3, 1024), bool)
+        expect[:, :1000] = allowed
+        finite = torch.isfinite(logits).cpu().numpy()
+        assert (finite == expect).all()
+        assert torch.equal(logits[torch.isfinite(logits)], before[torch.as_tensor(expect, device=device)])
 
 
 @pytest.mark.parametrize("text,line,column", [

@@ -25,6 +25,11 @@ from constrained.errors import EmptyLanguageError
 from constrained.grammar.ir import Grammar
 
 SELF = -1  # origin of items predicted in the node itself
+CUT = -2   # origin below the context an abstract node keeps (see EarleyParser.abstract)
+
+
+class NeedsContext(Exception):
+    """An abstract node's computation reached a cut origin: redo it on the real node."""
 
 
 @dataclass(frozen=True)
@@ -105,12 +110,13 @@ class ParserTables:
 class ParserNode:
     """One interned Earley set: what it expects and whether input may end here."""
 
-    __slots__ = ("id", "kernel", "expect", "waiting", "accepting", "terminals")
+    __slots__ = ("id", "kernel", "expect", "waiting", "accepting", "terminals", "abstract")
 
     def __init__(self, node_id: int, kernel: frozenset, expect: dict[int, tuple],
-                 waiting: dict[int, tuple], accepting: bool) -> None:
+                 waiting: dict[int, tuple], accepting: bool, abstract: bool) -> None:
         self.id = node_id
         self.kernel = kernel          # the scanned items (rule, dot, origin node) it is closed from
+        self.abstract = abstract      # some origin below it is CUT
         self.expect = expect          # terminal -> items (rule, dot, origin) waiting for it
         self.waiting = waiting        # nonterminal -> items waiting for it
         self.accepting = accepting
@@ -136,6 +142,7 @@ class EarleyParser:
         self._lock = threading.RLock()
         self.root = self._intern(("root",), [(r, 0, SELF) for r in tables.rules_by_lhs[tables.start]])
         self._union_memo: dict[frozenset[int], int] = {}
+        self._abstract_memo: dict[tuple[int, int], int] = {}
 
     def terminal_id(self, name: str) -> int:
         return self.tables.terminal_names.index(name)
@@ -148,10 +155,16 @@ class EarleyParser:
         return len(self._nodes)
 
     def scan(self, node_id: int, terminal: int) -> int:
-        """The node after ``terminal`` is read at ``node_id``; -1 if not expected."""
+        """The node after ``terminal`` is read at ``node_id``; -1 if not expected.
+
+        Raises `NeedsContext` when ``node_id`` is abstract and the scan completes
+        an item whose origin was cut.
+        """
         key = (node_id, terminal)
         hit = self._scan_memo.get(key)
         if hit is not None:
+            if hit == CUT:
+                raise NeedsContext
             return hit
         items = self._nodes[node_id].expect.get(terminal)
         if not items:
@@ -160,9 +173,40 @@ class EarleyParser:
             kernel = frozenset((r, d + 1, node_id if o == SELF else o) for r, d, o in items)
             result = self._by_kernel.get(kernel)
             if result is None:
-                result = self._intern(kernel, list(kernel))
+                try:
+                    result = self._intern(kernel, list(kernel))
+                except NeedsContext:
+                    self._scan_memo[key] = CUT
+                    raise
         self._scan_memo[key] = result
         return result
+
+    def abstract(self, node_id: int, depth: int) -> int:
+        """``node_id`` with its origin chains cut ``depth`` levels down.
+
+        The abstract node has the same items as the real one except that origins
+        deeper than ``depth`` are `CUT`; any computation on it that never completes
+        into a cut origin (`NeedsContext` otherwise) gives the real node's answer,
+        so results memoised on it are shared by every real node with the same
+        top-of-stack context: what makes new parse stacks (deep nesting) cheap.
+        A node whose own closure needs its cut origins is kept real (uncut), so
+        the result may be ``node_id`` itself.
+        """
+        if node_id == self.root or self._nodes[node_id].abstract or depth <= 0:
+            return node_id
+        key = (node_id, depth)
+        hit = self._abstract_memo.get(key)
+        if hit is None:
+            kernel = frozenset((r, d, o if o < 0 else (self.abstract(o, depth - 1) if depth > 1 else CUT))
+                               for r, d, o in self._nodes[node_id].kernel)
+            hit = self._by_kernel.get(kernel)
+            if hit is None:
+                try:
+                    hit = self._intern(kernel, list(kernel))
+                except NeedsContext:
+                    hit = node_id
+            self._abstract_memo[key] = hit
+        return hit
 
     def union(self, node_ids) -> int:
         """The node whose items are the union of the given nodes' items (not the root).
@@ -181,6 +225,8 @@ class EarleyParser:
             return hit
         if self.root in key:
             raise ValueError("the root node's predictions are relative to itself; it cannot be merged")
+        if any(self._nodes[n].abstract for n in key):
+            raise ValueError("abstract nodes are for memo sharing only; they cannot be merged")
         kernel = frozenset().union(*(self._nodes[n].kernel for n in key))
         result = self._by_kernel.get(kernel)
         if result is None:
@@ -221,6 +267,8 @@ class EarleyParser:
                     accepting = True
                 if o == SELF:
                     continue  # nullable completion: covered by the Aycock-Horspool advance
+                if o == CUT:
+                    raise NeedsContext
                 for r2, d2, o2 in self._nodes[o].waiting.get(lhs, ()):
                     agenda.append((r2, d2 + 1, o if o2 == SELF else o2))
                 continue
@@ -233,5 +281,6 @@ class EarleyParser:
                 agenda.append((r2, 0, SELF))
             if x in t.nullable:
                 agenda.append((r, d + 1, o))
+        abstract = any(o == CUT or (o >= 0 and self._nodes[o].abstract) for _, _, o in kernel_items)
         return ParserNode(node_id, frozenset(kernel_items), {k: tuple(v) for k, v in expect.items()},
-                          {k: tuple(v) for k, v in waiting.items()}, accepting)
+                          {k: tuple(v) for k, v in waiting.items()}, accepting, abstract)

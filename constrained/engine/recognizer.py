@@ -30,7 +30,7 @@ import threading
 import numpy as np
 
 from constrained.automata.byte_dfa import START, ByteDFA
-from constrained.engine.earley import EarleyParser
+from constrained.engine.earley import EarleyParser, NeedsContext
 from constrained.engine.crossing import CrossingSet, CrossingSets
 from constrained.engine.token_tables import TokenTables
 
@@ -38,6 +38,7 @@ DEAD_STATE = 0
 BOUNDARY = -1
 
 Config = tuple[int, int, int]
+CONTEXT_DEPTH = 2  # parse-stack levels an abstract node keeps (see Recognizer._cfg_mask)
 
 
 class Recognizer:
@@ -229,34 +230,66 @@ class Recognizer:
         lexeme boundary at ``node`` (None if none).
 
         Walks the lexeme paths ``node`` allows over the parser-independent scans
-        cached in ``cset``; results are memoised per (node, set).
+        cached in ``cset``; results are memoised per (node, set), and per abstract
+        node when the path never needs deeper context (see `_cfg_mask`).
         """
         key = (node, cset.uid)
         if key in self._crossing_memo:
             return self._crossing_memo[key]
-        parts = []
-        for lx in self.start_lexemes(node):
-            live, child = cset.scan(self.dfas[lx])
-            if live is not None:
-                parts.append(live)
-            if child is not None:
-                sub = self.crossing_bits(self.after_lexeme(node, lx), child)
-                if sub is not None:
-                    parts.append(sub)
         out = None
-        if len(parts) == 1:
-            out = parts[0]
-        elif parts:
-            out = np.bitwise_or.reduce(parts)
-            out.setflags(write=False)
+        done = False
+        if not self.parser.node(node).abstract:
+            top = self.parser.abstract(node, CONTEXT_DEPTH)
+            if top != node:
+                try:
+                    out = self.crossing_bits(top, cset)
+                    done = True
+                except NeedsContext:
+                    pass
+        if not done:
+            parts = []
+            for lx in self.start_lexemes(node):
+                live, child = cset.scan(self.dfas[lx])
+                if live is not None:
+                    parts.append(live)
+                if child is not None:
+                    sub = self.crossing_bits(self.after_lexeme(node, lx), child)
+                    if sub is not None:
+                        parts.append(sub)
+            if len(parts) == 1:
+                out = parts[0]
+            elif parts:
+                out = np.bitwise_or.reduce(parts)
+                out.setflags(write=False)
         self._crossing_memo[key] = out
         return out
 
     def _cfg_mask(self, cfg: Config) -> np.ndarray:
+        """Allowed tokens of one configuration (packed, read-only).
+
+        Computed on the node's abstract version (top ``CONTEXT_DEPTH`` levels of
+        its parse stack) when that suffices, so new stacks with a familiar top,
+        e.g. one more level of nesting, reuse the masks of earlier ones.
+        """
         hit = self._cfg_mask_memo.get(cfg)
         if hit is not None:
             return hit
         node, lex, q = cfg
+        if not self.parser.node(node).abstract:
+            top = self.parser.abstract(node, CONTEXT_DEPTH)
+            if top != node:
+                try:
+                    out = self._cfg_mask((top, lex, q))
+                except NeedsContext:
+                    pass
+                else:
+                    self._cfg_mask_memo[cfg] = out
+                    return out
+        out = self._cfg_mask_exact(node, lex, q)
+        self._cfg_mask_memo[cfg] = out
+        return out
+
+    def _cfg_mask_exact(self, node: int, lex: int, q: int) -> np.ndarray:
         if lex == BOUNDARY:
             out = np.zeros(self.nbytes, np.uint8)
             for lx in self.start_lexemes(node):
@@ -273,7 +306,6 @@ class Recognizer:
                 if crossing is not None:
                     out |= crossing
         out.setflags(write=False)
-        self._cfg_mask_memo[cfg] = out
         return out
 
     def mask(self, sid: int) -> np.ndarray:
