@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -221,3 +222,22 @@ def test_ambiguous_and_scannerless_grammars() -> None:
     assert m.advance(1) and m.advance(3) and m.is_accepting()  # "aa" + "b"
     amb = compile_grammar(Grammar.from_lark('start: x+\nx: "a" | "aa" | "a" "a"'), vocab, cache_dir=None)
     assert amb.accepts_bytes(b"aaaaa") and not amb.accepts_bytes(b"aab")
+
+
+def test_mask_memory_budget_drops_memos_not_answers(llama3_vocab) -> None:
+    """With a tiny budget the mask memos are dropped again and again; masks, forks and
+    acceptance must not change."""
+    from constrained import Grammar
+
+    g = Grammar.from_file(Path(__file__).resolve().parents[1] / "grammars" / "json.lark")
+    text = '{"a": [1, 2.5, {"b": "xyz"}], "c": null, "d": [true, false]}'
+    ids = llama3_vocab.encode(text)
+    roomy = compile_grammar(g, llama3_vocab, cache_dir=None)
+    tight = compile_grammar(g, llama3_vocab, cache_dir=None, max_mask_memory=64 << 10)
+    a, b = roomy.matcher(), tight.matcher()
+    for t in ids:
+        assert np.array_equal(a.mask(), b.mask())
+        assert a.advance(t) and b.advance(t)
+    assert a.is_accepting() and b.is_accepting()
+    assert tight.stats()["mask_memo_resets"] > 0 and roomy.stats()["mask_memo_resets"] == 0
+    assert tight.stats()["mask_memory_bytes"] <= 64 << 10

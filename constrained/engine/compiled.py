@@ -9,7 +9,7 @@ import numpy as np
 
 from constrained.automata.byte_dfa import DEFAULT_MAX_STATES, ByteDFA, compile_regex
 from constrained.engine.earley import EarleyParser, ParserTables
-from constrained.engine.recognizer import Recognizer
+from constrained.engine.recognizer import DEFAULT_MASK_MEMORY, Recognizer
 from constrained.engine.token_tables import TokenTables, default_cache_dir
 from constrained.errors import GrammarError, UnsupportedGrammarError
 from constrained.grammar.ir import Grammar
@@ -78,11 +78,13 @@ class CompiledGrammar:
         """Sizes of the shared caches (states, parser nodes, memoised masks)."""
         r = self._recognizer
         return {"states": r.num_states, "parser_nodes": r.parser.num_nodes,
-                "masks": len(r._mask_memo), "token_transitions": len(r._token_memo)}
+                "masks": len(r._mask_memo), "token_transitions": len(r._token_memo),
+                "mask_memory_bytes": r._mask_memory, "mask_memo_resets": r.mask_memo_resets}
 
 
 def compile_grammar(grammar: Grammar, vocab, *, cache_dir: str | Path | None = _DEFAULT,  # type: ignore[assignment]
-                    max_dfa_states: int = DEFAULT_MAX_STATES, precompute: bool = True) -> CompiledGrammar:
+                    max_dfa_states: int = DEFAULT_MAX_STATES, precompute: bool = True,
+                    max_mask_memory: int = DEFAULT_MASK_MEMORY) -> CompiledGrammar:
     """Compile ``grammar`` for ``vocab``.
 
     ``cache_dir`` holds per-vocabulary token tables (default
@@ -90,6 +92,8 @@ def compile_grammar(grammar: Grammar, vocab, *, cache_dir: str | Path | None = _
     disk cache).  ``max_dfa_states`` bounds each terminal's automaton (a larger
     one raises `CompileLimitError`).  With ``precompute`` the token tables of
     every terminal are built now, so later masks never pay for them.
+    ``max_mask_memory`` bounds the bytes of memoised masks (beyond it they are
+    dropped and recomputed on demand; parser states are always kept).
 
     Example:
         >>> from constrained import Grammar, TokenVocabulary, compile_grammar
@@ -127,5 +131,6 @@ def compile_grammar(grammar: Grammar, vocab, *, cache_dir: str | Path | None = _
             if dfa is not None:
                 token_tables.ensure(dfa)
     eos = np.asarray(sorted(vocab.eos_ids), dtype=np.int64)
-    recognizer = Recognizer(parser, dfas, tables.num_terminals, token_tables, eos)  # type: ignore[arg-type]
+    recognizer = Recognizer(parser, dfas, tables.num_terminals, token_tables, eos,  # type: ignore[arg-type]
+                            max_mask_memory=max_mask_memory)
     return CompiledGrammar(grammar, vocab, recognizer, time.perf_counter() - t0)

@@ -38,6 +38,7 @@ DEAD_STATE = 0
 BOUNDARY = -1
 
 Config = tuple[int, int, int]
+DEFAULT_MASK_MEMORY = 512 << 20  # bytes of memoised masks before the mask memos are dropped
 CONTEXT_DEPTH = 2  # parse-stack levels an abstract node keeps (see Recognizer._cfg_mask)
 
 
@@ -45,7 +46,7 @@ class Recognizer:
     """Interned states, transitions and masks for one (grammar, vocabulary)."""
 
     def __init__(self, parser: EarleyParser, lexer_dfas: list[ByteDFA], num_parser_terminals: int,
-                 tables: TokenTables, eos_ids: np.ndarray) -> None:
+                 tables: TokenTables, eos_ids: np.ndarray, max_mask_memory: int = DEFAULT_MASK_MEMORY) -> None:
         self.parser = parser
         self.dfas = lexer_dfas
         # unused terminals have no automaton (never started: no node expects them)
@@ -73,6 +74,11 @@ class Recognizer:
         self._next_bytes_memo: dict[int, np.ndarray] = {}
         self._start_lex: dict[int, tuple[int, ...]] = {}
         self._crossing_memo: dict[tuple[int, int], np.ndarray | None] = {}
+        # masks are pure functions of states/nodes: when their memos outgrow the budget
+        # they are dropped (and recomputed on demand); states and transitions are kept
+        self.max_mask_memory = max_mask_memory
+        self._mask_memory = 0
+        self.mask_memo_resets = 0
         self.initial = self.intern(frozenset([(parser.root, BOUNDARY, 0)]))
 
     # ------------------------------------------------------------------ states
@@ -261,6 +267,7 @@ class Recognizer:
             elif parts:
                 out = np.bitwise_or.reduce(parts)
                 out.setflags(write=False)
+                self._account(out.nbytes)
         self._crossing_memo[key] = out
         return out
 
@@ -286,8 +293,18 @@ class Recognizer:
                     self._cfg_mask_memo[cfg] = out
                     return out
         out = self._cfg_mask_exact(node, lex, q)
+        self._account(out.nbytes)
         self._cfg_mask_memo[cfg] = out
         return out
+
+    def _account(self, nbytes: int) -> None:
+        self._mask_memory += nbytes
+        if self._mask_memory > self.max_mask_memory:
+            self._mask_memo.clear()
+            self._cfg_mask_memo.clear()
+            self._crossing_memo.clear()
+            self._mask_memory = 0
+            self.mask_memo_resets += 1
 
     def _cfg_mask_exact(self, node: int, lex: int, q: int) -> np.ndarray:
         if lex == BOUNDARY:
@@ -321,5 +338,6 @@ class Recognizer:
             out |= self._eos_packed
         out = out.view(np.int32)
         out.setflags(write=False)
+        self._account(out.nbytes)
         self._mask_memo[sid] = out
         return out
