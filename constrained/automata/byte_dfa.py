@@ -212,14 +212,20 @@ def _trim(table: np.ndarray, accepting: np.ndarray) -> np.ndarray:
 
 def _minimize(table: np.ndarray, accepting: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Moore partition refinement, then breadth-first renumbering from START."""
-    n = table.shape[0]
     cls = accepting.astype(np.int64) + 1
     cls[DEAD] = 0
+    # bytes with identical columns stay interchangeable: refine over one byte per class
+    columns: dict[bytes, int] = {}
+    for b in range(256):
+        columns.setdefault(table[:, b].tobytes(), b)
+    reduced = np.ascontiguousarray(table[:, sorted(columns.values())])
     while True:
-        sig = np.concatenate([cls[:, None], cls[table]], axis=1)
+        sig = np.ascontiguousarray(np.concatenate([cls[:, None], cls[reduced]], axis=1))
         sig[DEAD, :] = -1
-        _, new = np.unique(sig, axis=0, return_inverse=True)
-        new = new.reshape(-1)
+        # rows as opaque byte strings: one 1-D sort instead of a lexicographic one per column
+        rows = sig.view(np.dtype((np.void, sig.shape[1] * sig.itemsize))).reshape(-1)
+        _, new = np.unique(rows, return_inverse=True)
+        new = new.reshape(-1).astype(np.int64)
         if len(np.unique(new)) == len(np.unique(cls)):
             cls = new
             break
