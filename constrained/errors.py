@@ -88,6 +88,32 @@ class CompileLimitError(GrammarError):
         super().__init__(message + suffix)
 
 
+class SchemaError(GrammarError):
+    """A JSON Schema cannot be compiled; ``keyword`` and ``pointer`` (a JSON pointer
+    into the schema document, ``""`` for the root) say where."""
+
+    def __init__(self, message: str, *, keyword: str | None = None, pointer: str = "") -> None:
+        self.keyword = keyword
+        self.pointer = pointer
+        where = f"at {pointer or '#'}" if pointer.startswith("#") else f"at #{pointer}"
+        if keyword:
+            where = f"keyword {keyword!r} {where}"
+        super().__init__(f"{message} ({where})")
+
+
+class InvalidSchemaError(SchemaError):
+    """The document is not a valid JSON Schema (wrong keyword value type, bad $ref, ...)."""
+
+
+class UnsupportedSchemaError(SchemaError):
+    """A valid schema uses a keyword or form that cannot be enforced exactly; refused
+    rather than approximated (the keyword and its pointer are named)."""
+
+
+class UnsatisfiableSchemaError(SchemaError):
+    """No JSON value satisfies the schema (e.g. ``minimum`` above ``maximum``)."""
+
+
 class VocabularyError(ConstrainedError):
     """A tokenizer cannot be turned into a byte-level `TokenVocabulary`."""
 

@@ -1,0 +1,1 @@
+"""JSON Schema -> Grammar IR: resolution, keyword translation, formats, patterns, numbers."""
