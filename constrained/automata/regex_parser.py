@@ -36,7 +36,7 @@ Ranges = tuple[tuple[int, int], ...]
 EMPTY_SEQ = ("seq", ())
 
 
-def _normalize(ranges) -> Ranges:
+def normalize_ranges(ranges) -> Ranges:
     """Sort and merge ranges, dropping surrogates."""
     out: list[list[int]] = []
     for lo, hi in sorted(ranges):
@@ -65,7 +65,7 @@ def _complement(ranges: Ranges) -> Ranges:
         prev = hi + 1
     if prev <= MAX_CODE_POINT:
         out.append((prev, MAX_CODE_POINT))
-    return _normalize(out)
+    return normalize_ranges(out)
 
 
 @functools.lru_cache(maxsize=1)
@@ -85,7 +85,7 @@ def _ranges_matching(regex: str, flags: int = 0) -> Ranges:
             out.extend([(lo, 0xD7FF), (0xE000, hi)])
         else:
             out.append((lo, hi))
-    return _normalize(out)
+    return normalize_ranges(out)
 
 
 _ASCII_CATEGORIES = {
@@ -136,7 +136,7 @@ def _ignore_case(ranges: Ranges, ascii_only: bool) -> Ranges:
                     continue
                 if cls.fullmatch(chr(v)):
                     out.add(v)
-    return _normalize((c, c) for c in out)
+    return normalize_ranges((c, c) for c in out)
 
 
 class _Converter:
@@ -160,7 +160,7 @@ class _Converter:
 
     def charset(self, ranges, flags: int):
         ascii_only = bool(flags & C.SRE_FLAG_ASCII)
-        ranges = _normalize(ranges)
+        ranges = normalize_ranges(ranges)
         if flags & C.SRE_FLAG_IGNORECASE:
             ranges = _ignore_case(ranges, ascii_only)
         return ranges
@@ -173,7 +173,7 @@ class _Converter:
             return ("chars", _complement(self.charset([(av, av)], flags)))
         if op is C.ANY:
             if flags & C.SRE_FLAG_DOTALL:
-                return ("chars", _normalize([(0, MAX_CODE_POINT)]))
+                return ("chars", normalize_ranges([(0, MAX_CODE_POINT)]))
             return ("chars", _complement(((10, 10),)))
         if op is C.IN:
             negate = False
@@ -194,7 +194,7 @@ class _Converter:
                 else:
                     raise self.error(f"unsupported class item {iop}")
             folded = list(self.charset(ranges, flags)) if ranges else []
-            result = _normalize(folded + cats)
+            result = normalize_ranges(folded + cats)
             return ("chars", _complement(result) if negate else result)
         if op is C.BRANCH:
             return ("alt", tuple(self.convert(b, flags) for b in av[1]))

@@ -1,0 +1,66 @@
+"""Options of the JSON Schema compiler (whitespace, property order, defaults, limits)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from constrained.errors import ConstrainedError
+
+DEFAULT_MAX_WHITESPACE = 48
+"""Bytes of whitespace allowed in one gap between JSON tokens by default.
+
+Pretty-printed output needs a newline plus the indentation: 48 fits
+``json.dumps(indent=2)`` to nesting depth 23 and ``indent=4`` to depth 11, while a
+model can no longer fill its whole budget with whitespace (the most reported
+failure of unbounded grammars): each gap is bounded and the number of gaps grows
+only with the JSON tokens actually produced.
+"""
+
+
+@dataclass(frozen=True)
+class JsonSchemaOptions:
+    """How a JSON Schema becomes a grammar.
+
+    * ``whitespace``: ``"bounded"`` (default; JSON whitespace ``[ \\t\\n\\r]`` up to
+      ``max_whitespace`` bytes per gap), ``"compact"`` (none) or ``"any"``
+      (unbounded, as RFC 8259 allows).  Never before or after the top-level value.
+    * ``property_order``: ``"schema"`` (default and, for now, the only order):
+      declared ``properties`` in schema order, then other keys.  A sound
+      restriction: every produced object is valid, some valid orders are not
+      produced.
+    * ``additional_properties``: what an absent ``additionalProperties`` means:
+      ``True`` per the specification (default) or ``False`` (XGrammar's strict
+      mode: only declared properties).
+    * ``unknown_formats``: ``"annotation"`` (default; draft 2020-12 treats
+      ``format`` as an annotation, so an unknown format constrains nothing and is
+      reported in the compile notes) or ``"error"``.
+    * ``max_repetition``: the largest ``minItems``/``maxItems`` unrolled into rules.
+
+    Example:
+        >>> JsonSchemaOptions(whitespace="compact").whitespace
+        'compact'
+    """
+
+    whitespace: Literal["bounded", "compact", "any"] = "bounded"
+    max_whitespace: int = DEFAULT_MAX_WHITESPACE
+    property_order: Literal["schema"] = "schema"
+    additional_properties: bool = True
+    unknown_formats: Literal["annotation", "error"] = "annotation"
+    max_repetition: int = 256
+
+    def __post_init__(self) -> None:
+        if self.whitespace not in ("bounded", "compact", "any"):
+            raise OptionError(f"whitespace must be 'bounded', 'compact' or 'any', not {self.whitespace!r}")
+        if self.max_whitespace < 1:
+            raise OptionError(f"max_whitespace must be >= 1, not {self.max_whitespace}")
+        if self.property_order != "schema":
+            raise OptionError(f"property_order must be 'schema', not {self.property_order!r}")
+        if self.unknown_formats not in ("annotation", "error"):
+            raise OptionError(f"unknown_formats must be 'annotation' or 'error', not {self.unknown_formats!r}")
+        if self.max_repetition < 1:
+            raise OptionError(f"max_repetition must be >= 1, not {self.max_repetition}")
+
+
+class OptionError(ConstrainedError, ValueError):
+    """An option of the JSON Schema compiler has an invalid value."""
