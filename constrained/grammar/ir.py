@@ -123,6 +123,14 @@ class Grammar:
                    start="start", source=source)
 
     @classmethod
+    def from_json_schema(cls, schema, **options) -> "Grammar":
+        """The language of JSON values valid for ``schema`` (a parsed JSON Schema;
+        options as in `constrained.json_schema.options.JsonSchemaOptions`)."""
+        from constrained.json_schema.compiler import compile_json_schema
+
+        return compile_json_schema(schema, **options).grammar
+
+    @classmethod
     def from_file(cls, path: str | Path, **kwargs) -> "Grammar":
         """Load ``.lark``, ``.gbnf`` or ``.regex`` files by their suffix."""
         p = Path(path)
