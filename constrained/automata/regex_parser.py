@@ -56,10 +56,15 @@ def normalize_ranges(ranges) -> Ranges:
     return tuple(result)
 
 
-def _complement(ranges: Ranges) -> Ranges:
+def complement_ranges(ranges) -> Ranges:
+    """All code points (surrogates excluded) not in ``ranges``.
+
+    >>> complement_ranges(((0, 0x60), (0x7B, 0x10FFFF)))
+    ((97, 122),)
+    """
     out = []
     prev = 0
-    for lo, hi in ranges:
+    for lo, hi in normalize_ranges(ranges):
         if lo > prev:
             out.append((prev, lo - 1))
         prev = hi + 1
@@ -106,7 +111,7 @@ def _category(cat, ascii_only: bool) -> Ranges:
         raise ValueError(f"unsupported category {cat}")
     base, negate = _CATEGORY_BASE[cat]
     ranges = _ASCII_CATEGORIES[base] if ascii_only else _ranges_matching(_UNICODE_CATEGORY_REGEX[base])
-    return _complement(ranges) if negate else ranges
+    return complement_ranges(ranges) if negate else ranges
 
 
 def _case_variants(cp: int) -> set[int]:
@@ -170,11 +175,11 @@ class _Converter:
         if op is C.LITERAL:
             return ("chars", self.charset([(av, av)], flags))
         if op is C.NOT_LITERAL:
-            return ("chars", _complement(self.charset([(av, av)], flags)))
+            return ("chars", complement_ranges(self.charset([(av, av)], flags)))
         if op is C.ANY:
             if flags & C.SRE_FLAG_DOTALL:
                 return ("chars", normalize_ranges([(0, MAX_CODE_POINT)]))
-            return ("chars", _complement(((10, 10),)))
+            return ("chars", complement_ranges(((10, 10),)))
         if op is C.IN:
             negate = False
             ranges: list[tuple[int, int]] = []
@@ -195,7 +200,7 @@ class _Converter:
                     raise self.error(f"unsupported class item {iop}")
             folded = list(self.charset(ranges, flags)) if ranges else []
             result = normalize_ranges(folded + cats)
-            return ("chars", _complement(result) if negate else result)
+            return ("chars", complement_ranges(result) if negate else result)
         if op is C.BRANCH:
             return ("alt", tuple(self.convert(b, flags) for b in av[1]))
         if op is C.SUBPATTERN:

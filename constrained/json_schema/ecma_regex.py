@@ -50,7 +50,7 @@ from __future__ import annotations
 import functools
 import unicodedata
 
-from constrained.automata.regex_parser import normalize_ranges, nullable
+from constrained.automata.regex_parser import complement_ranges, normalize_ranges, nullable
 from constrained.automata.utf8 import MAX_CODE_POINT
 from constrained.errors import RegexError
 
@@ -76,22 +76,6 @@ _HEX = "0123456789abcdefABCDEF"
 
 
 # ---------------------------------------------------------------- code point sets
-
-def complement(ranges: Ranges) -> Ranges:
-    """All code points (surrogates excluded) not in ``ranges``.
-
-    >>> complement(((0, 0x60), (0x7B, 0x10FFFF)))
-    ((97, 122),)
-    """
-    out, prev = [], 0
-    for lo, hi in normalize_ranges(ranges):
-        if lo > prev:
-            out.append((prev, lo - 1))
-        prev = hi + 1
-    if prev <= MAX_CODE_POINT:
-        out.append((prev, MAX_CODE_POINT))
-    return normalize_ranges(out)
-
 
 _GC_GROUPS = {
     "L": ("Lu", "Ll", "Lt", "Lm", "Lo"), "LC": ("Lu", "Ll", "Lt"), "M": ("Mn", "Mc", "Me"),
@@ -138,7 +122,7 @@ def _property_ranges(spec: str) -> Ranges | None:
     elif spec == "ASCII":
         return ((0, 0x7F),)
     elif spec == "Assigned":
-        return complement(_category_table().get("Cn", ()))
+        return complement_ranges(_category_table().get("Cn", ()))
     short = _GC_LONG.get(spec, spec)
     table = _category_table()
     if short in _GC_GROUPS:
@@ -398,7 +382,7 @@ class _EcmaParser:
         c = self.peek()
         if c == ".":
             self.i += 1
-            return ("chars", complement(_LINE_TERMINATORS))
+            return ("chars", complement_ranges(_LINE_TERMINATORS))
         if c == "(":
             return self.group()
         if c == "[":
@@ -455,7 +439,7 @@ class _EcmaParser:
         base = {"d": _DIGIT, "s": _SPACE, "w": _WORD}.get(c.lower()) if c else None
         if base is not None:
             self.i += 2
-            return complement(base) if c.isupper() else base
+            return complement_ranges(base) if c.isupper() else base
         if c in ("p", "P") and c:
             start = self.i
             self.i += 2
@@ -469,7 +453,7 @@ class _EcmaParser:
             if ranges is None:
                 raise self.error(f"unsupported Unicode property {spec!r}", start)
             self.i = j + 1
-            return complement(ranges) if c == "P" else ranges
+            return complement_ranges(ranges) if c == "P" else ranges
         return None
 
     def character_escape(self, *, in_class: bool) -> int:
@@ -551,7 +535,7 @@ class _EcmaParser:
             else:
                 ranges.append((a, a))
         result = normalize_ranges(ranges)
-        return complement(result) if negate else result
+        return complement_ranges(result) if negate else result
 
     def class_atom(self) -> int | Ranges:
         c = self.peek()
