@@ -36,16 +36,25 @@ Ranges = tuple[tuple[int, int], ...]
 EMPTY_SEQ = ("seq", ())
 
 
-def normalize_ranges(ranges) -> Ranges:
-    """Sort and merge ranges, dropping surrogates."""
+def merge_ranges(ranges) -> Ranges:
+    """Sort and merge integer ranges (adjacent ones join).
+
+    >>> merge_ranges([(5, 6), (1, 4), (9, 9)])
+    ((1, 6), (9, 9))
+    """
     out: list[list[int]] = []
     for lo, hi in sorted(ranges):
         if out and lo <= out[-1][1] + 1:
             out[-1][1] = max(out[-1][1], hi)
         else:
             out.append([lo, hi])
+    return tuple((lo, hi) for lo, hi in out)
+
+
+def normalize_ranges(ranges) -> Ranges:
+    """Sort and merge ranges, dropping surrogates."""
     result = []
-    for lo, hi in out:
+    for lo, hi in merge_ranges(ranges):
         if hi < 0xD800 or lo > 0xDFFF:
             result.append((lo, hi))
         else:

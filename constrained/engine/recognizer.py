@@ -40,6 +40,7 @@ BOUNDARY = -1
 Config = tuple[int, int, int]
 DEFAULT_MASK_MEMORY = 512 << 20  # bytes of memoised masks before the mask memos are dropped
 CONTEXT_DEPTH = 2  # parse-stack levels an abstract node keeps (see Recognizer._cfg_mask)
+_NEEDS_REAL_NODE = object()  # see Recognizer._on_stack_top
 
 
 class Recognizer:
@@ -242,17 +243,9 @@ class Recognizer:
         key = (node, cset.uid)
         if key in self._crossing_memo:
             return self._crossing_memo[key]
-        out = None
-        done = False
-        if not self.parser.node(node).abstract:
-            top = self.parser.abstract(node, CONTEXT_DEPTH)
-            if top != node:
-                try:
-                    out = self.crossing_bits(top, cset)
-                    done = True
-                except NeedsContext:
-                    pass
-        if not done:
+        out = self._on_stack_top(node, lambda top: self.crossing_bits(top, cset))
+        if out is _NEEDS_REAL_NODE:
+            out = None
             parts = []
             for lx in self.start_lexemes(node):
                 live, child = cset.scan(self.dfas[lx])
@@ -282,20 +275,25 @@ class Recognizer:
         if hit is not None:
             return hit
         node, lex, q = cfg
-        if not self.parser.node(node).abstract:
-            top = self.parser.abstract(node, CONTEXT_DEPTH)
-            if top != node:
-                try:
-                    out = self._cfg_mask((top, lex, q))
-                except NeedsContext:
-                    pass
-                else:
-                    self._cfg_mask_memo[cfg] = out
-                    return out
-        out = self._cfg_mask_exact(node, lex, q)
-        self._account(out.nbytes)
+        out = self._on_stack_top(node, lambda top: self._cfg_mask((top, lex, q)))
+        if out is _NEEDS_REAL_NODE:
+            out = self._cfg_mask_exact(node, lex, q)
+            self._account(out.nbytes)
         self._cfg_mask_memo[cfg] = out
         return out
+
+    def _on_stack_top(self, node: int, compute):
+        """``compute(top)`` on ``node``'s abstract version (its top ``CONTEXT_DEPTH``
+        stack levels), or `_NEEDS_REAL_NODE` when there is none or it needs deeper context."""
+        if self.parser.node(node).abstract:
+            return _NEEDS_REAL_NODE
+        top = self.parser.abstract(node, CONTEXT_DEPTH)
+        if top == node:
+            return _NEEDS_REAL_NODE
+        try:
+            return compute(top)
+        except NeedsContext:
+            return _NEEDS_REAL_NODE
 
     def _account(self, nbytes: int) -> None:
         self._mask_memory += nbytes

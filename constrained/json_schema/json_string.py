@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import functools
 
-from constrained.automata.regex_parser import normalize_ranges, parse_regex
+from constrained.automata.regex_parser import merge_ranges, normalize_ranges, parse_regex
 from constrained.json_schema.ecma_regex import EMPTY, EPS, mk_alt, mk_rep, mk_seq, regex_from_ast
 
 Ranges = tuple[tuple[int, int], ...]
@@ -61,21 +61,6 @@ def _subtract(ranges: Ranges, remove: Ranges) -> Ranges:
         if cur <= b:
             out.append((cur, b))
     return tuple(out)
-
-
-def _merge(ranges) -> Ranges:
-    """Sort and merge integer ranges (unlike ``normalize_ranges``, surrogates are kept).
-
-    >>> _merge([(5, 6), (1, 4), (9, 9)])
-    ((1, 6), (9, 9))
-    """
-    out: list[list[int]] = []
-    for lo, hi in sorted(ranges):
-        if out and lo <= out[-1][1] + 1:
-            out[-1][1] = max(out[-1][1], hi)
-        else:
-            out.append([lo, hi])
-    return tuple((lo, hi) for lo, hi in out)
 
 
 def _hex_digit_class(digits: list[int]) -> Node:
@@ -127,7 +112,7 @@ def _surrogate_pairs(ranges: Ranges) -> Node:
         by_low.setdefault(((0xDC00, 0xDFFF + lb - 0x3FF),), []).append((hb, hb))
     branches = []
     for low, highs in by_low.items():
-        high = _merge((0xD800 + x, 0xD800 + y) for x, y in highs)
+        high = merge_ranges((0xD800 + x, 0xD800 + y) for x, y in highs)
         branches.append(mk_seq([hex_number_ast(high, 4), _BACKSLASH, _U, hex_number_ast(low, 4)]))
     return mk_alt(branches)
 
