@@ -32,7 +32,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable, Sequence
 
-from constrained.automata.byte_dfa import compile_regex
+from constrained.automata.byte_dfa import compile_terminal
 from constrained.grammar.ir import Grammar
 
 Item = tuple[int, int, int]  # (rule index, dot, origin set index)
@@ -53,7 +53,7 @@ class ByteCFG:
         self.byte_sets: list[int] = []
         self._byte_set_ids: dict[int, int] = {}
         rules: list[tuple[int, tuple[int, ...]]] = []
-        regex_of = {t.name: t.regex for t in grammar.terminals}
+        regex_of = {t.name: t for t in grammar.terminals}
         rule_names = {r.lhs for r in grammar.rules}
         expanded: dict[str, int] = {}
 
@@ -74,7 +74,8 @@ class ByteCFG:
         def terminal(name: str) -> int:
             if name in expanded:
                 return expanded[name]
-            dfa = compile_regex(regex_of[name])
+            t = regex_of[name]
+            dfa = compile_terminal(t.regex, t.also, t.excluding)
             trans = dfa.transitions.tolist()
             acc = dfa.accepting.tolist()
             for q in range(1, len(trans)):
@@ -332,7 +333,7 @@ class StringGenerator:
 
     def __init__(self, grammar: Grammar) -> None:
         self.grammar = grammar
-        self.regex_of = {t.name: t.regex for t in grammar.terminals}
+        self.regex_of = {t.name: t for t in grammar.terminals}
         self.rules_of: dict[str, list[tuple[str, ...]]] = {}
         for r in grammar.rules:
             self.rules_of.setdefault(r.lhs, []).append(r.rhs)
@@ -357,7 +358,8 @@ class StringGenerator:
     def _dfa(self, name: str):
         info = self._dfa_info.get(name)
         if info is None:
-            dfa = compile_regex(self.regex_of[name])
+            t = self.regex_of[name]
+            dfa = compile_terminal(t.regex, t.also, t.excluding)
             trans = dfa.transitions.tolist()
             acc = dfa.accepting.tolist()
             n = len(trans)

@@ -9,10 +9,19 @@ Limits make compilation bounded on hostile input: the NFA size is estimated
 before anything is built (``x{100000}{100000}`` fails at once) and the subset
 construction stops at ``max_states``; both raise `CompileLimitError`.
 
+`compile_terminal` adds intersection and difference (a grammar terminal's
+``also``/``excluding`` regexes): the product of the component DFAs over their
+reachable state tuples, stepped once per joint byte class (bytes every
+component treats alike), then trimmed, minimised and renumbered like any other
+DFA, so equal languages still give equal tables and digests.
+
 Example:
     >>> dfa = compile_regex(r"[0-9]+")
     >>> dfa.matches(b"123"), dfa.matches(b"12a"), dfa.matches(b"")
     (True, False, False)
+    >>> word = compile_terminal(r"[a-z]+", also=(r".{2,3}",), excluding=(r"if|for",))
+    >>> [word.matches(w) for w in (b"x", b"in", b"if", b"for", b"four")]
+    [False, True, False, False, False]
 """
 
 from __future__ import annotations
@@ -25,12 +34,13 @@ import numpy as np
 
 from constrained.automata.regex_parser import parse_regex, size_estimate
 from constrained.automata.utf8 import utf8_sequences
-from constrained.errors import CompileLimitError
+from constrained.errors import CompileLimitError, RegexError
 
 DEAD = 0
 START = 1
 DEFAULT_MAX_STATES = 20_000
 DEFAULT_MAX_NFA_STATES = 400_000
+_INT_KEY_SPAN = 2 ** 62  # product tuples are keyed by a mixed-radix int64 below this many tuples
 
 
 @dataclass(frozen=True, eq=False)
@@ -40,12 +50,18 @@ class ByteDFA:
     ``transitions[q, b]`` is the next state (int32); ``accepting[q]`` says whether
     the bytes read so far form a match.  Every non-dead state can reach an
     accepting state (the DFA is trimmed), so "not dead" means "viable prefix".
+
+    ``regex``, ``also`` and ``excluding`` record what it was compiled from (see
+    `compile_terminal`); ``digest`` hashes the (minimal, canonically numbered)
+    tables, so it depends on the language only and keys the token tables.
     """
 
     transitions: np.ndarray
     accepting: np.ndarray
     regex: str = ""
     digest: str = field(default="")
+    also: tuple[str, ...] = ()
+    excluding: tuple[str, ...] = ()
 
     @property
     def start(self) -> int:
@@ -210,8 +226,52 @@ def _trim(table: np.ndarray, accepting: np.ndarray) -> np.ndarray:
     return out
 
 
+def _refine(initial: np.ndarray, reduced: np.ndarray) -> np.ndarray:
+    """Moore refinement of the partition ``initial`` (class 0 = just the dead state)
+    to the coarsest one stable under ``reduced``'s transitions: dense class ids.
+
+    Rounds key each state's signature (its class and its successors' classes) by a
+    64-bit hash, sorted as integers; the result is then checked exactly (a stable
+    partition refining ``initial`` is the coarsest one, as hashing never splits
+    states with equal signatures), and recomputed with exact signatures in the
+    astronomically rare case a collision made it unstable.
+    """
+    weights = np.random.default_rng(0x5EED).integers(1, 2 ** 63, size=reduced.shape[1] + 1, dtype=np.uint64)
+
+    def signatures(cls: np.ndarray) -> np.ndarray:
+        sig = np.ascontiguousarray(np.concatenate([cls[:, None], cls[reduced]], axis=1))
+        sig[DEAD, :] = -1
+        return sig
+
+    def hashed(cls: np.ndarray) -> np.ndarray:
+        with np.errstate(over="ignore"):
+            h = cls.astype(np.uint64) * weights[0] + (cls[reduced].astype(np.uint64) * weights[1:]).sum(axis=1)
+        h[DEAD] = 0  # the dead state keeps a class of its own (checked below)
+        return h
+
+    def exact(cls: np.ndarray) -> np.ndarray:
+        sig = signatures(cls)
+        # rows as opaque byte strings: one 1-D sort instead of a lexicographic one per column
+        return sig.view(np.dtype((np.void, sig.shape[1] * sig.itemsize))).reshape(-1)
+
+    for key in (hashed, exact):
+        cls, count = initial, len(np.unique(initial))
+        while True:
+            _, new = np.unique(key(cls), return_inverse=True)
+            cls = new.reshape(-1).astype(np.int64)
+            if int(cls.max()) + 1 == count:
+                break
+            count = int(cls.max()) + 1
+        _, rep = np.unique(cls, return_index=True)
+        sig = np.concatenate([initial[:, None], signatures(cls)], axis=1)
+        if (sig == sig[rep[cls]]).all():
+            return cls
+    raise AssertionError("exact partition refinement is always stable")  # pragma: no cover
+
+
 def _minimize(table: np.ndarray, accepting: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Moore partition refinement, then breadth-first renumbering from START."""
+    """Moore partition refinement (`_refine`), then breadth-first renumbering from
+    START with each state's targets in byte order: equal languages, equal tables."""
     cls = accepting.astype(np.int64) + 1
     cls[DEAD] = 0
     # bytes with identical columns stay interchangeable: refine over one byte per class
@@ -219,37 +279,40 @@ def _minimize(table: np.ndarray, accepting: np.ndarray) -> tuple[np.ndarray, np.
     for b in range(256):
         columns.setdefault(table[:, b].tobytes(), b)
     reduced = np.ascontiguousarray(table[:, sorted(columns.values())])
-    while True:
-        sig = np.ascontiguousarray(np.concatenate([cls[:, None], cls[reduced]], axis=1))
-        sig[DEAD, :] = -1
-        # rows as opaque byte strings: one 1-D sort instead of a lexicographic one per column
-        rows = sig.view(np.dtype((np.void, sig.shape[1] * sig.itemsize))).reshape(-1)
-        _, new = np.unique(rows, return_inverse=True)
-        new = new.reshape(-1).astype(np.int64)
-        if len(np.unique(new)) == len(np.unique(cls)):
-            cls = new
-            break
-        cls = new
-    # breadth-first numbering of classes reachable from START
-    dead_cls = cls[DEAD]
-    order = {dead_cls: DEAD, cls[START]: START}
-    queue = [START]
-    rep = {DEAD: DEAD, START: START}
-    while queue:
-        s = queue.pop(0)
-        for b in range(256):
-            t = table[s, b]
-            c = cls[t]
-            if c not in order:
-                order[c] = len(order)
-                rep[order[c]] = t
-                queue.append(t)
-    m = len(order)
-    new_table = np.zeros((m, 256), np.int32)
-    new_acc = np.zeros(m, bool)
-    for new_id, s in rep.items():
-        new_table[new_id] = [order[c] for c in cls[table[s]]]
-        new_acc[new_id] = accepting[s] and new_id != DEAD
+    cls = _refine(cls, reduced)
+    count = int(cls.max()) + 1
+    # breadth-first numbering of classes reachable from START, each state's targets in
+    # byte order; the reduced columns are in byte order, so per state only the first
+    # column of each class it reaches is visited: (state, column) pairs, grouped by state
+    targets = cls[reduced]
+    by_class = np.argsort(targets, axis=1, kind="stable")
+    ordered = np.take_along_axis(targets, by_class, axis=1)
+    first = np.ones(ordered.shape, bool)
+    first[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
+    is_first = np.zeros(first.shape, bool)
+    np.put_along_axis(is_first, by_class, first, axis=1)
+    states, columns_at = np.nonzero(is_first)
+    first_cls = targets[states, columns_at].tolist()
+    first_tgt = reduced[states, columns_at].tolist()
+    bounds = np.searchsorted(states, np.arange(table.shape[0] + 1)).tolist()
+    new_of = [-1] * count
+    new_of[cls[DEAD]] = DEAD
+    new_of[cls[START]] = START
+    reps = [DEAD, START]
+    i = START
+    while i < len(reps):
+        s = reps[i]
+        for j in range(bounds[s], bounds[s + 1]):
+            c = first_cls[j]
+            if new_of[c] < 0:
+                new_of[c] = len(reps)
+                reps.append(first_tgt[j])
+        i += 1
+    new_of_arr = np.asarray(new_of, np.int64)
+    rep = np.asarray(reps, np.int64)
+    new_table = new_of_arr[cls[table[rep]]].astype(np.int32)
+    new_acc = accepting[rep].astype(bool)
+    new_acc[DEAD] = False
     return new_table, new_acc
 
 
@@ -269,5 +332,133 @@ def compile_regex(regex: str, *, terminal: str | None = None, max_states: int = 
     table, accepting = _minimize(table, accepting)
     table.setflags(write=False)
     accepting.setflags(write=False)
-    digest = hashlib.sha256(table.tobytes() + accepting.tobytes()).hexdigest()
-    return ByteDFA(transitions=table, accepting=accepting, regex=regex, digest=digest)
+    return ByteDFA(transitions=table, accepting=accepting, regex=regex, digest=_table_digest(table, accepting))
+
+
+def _table_digest(table: np.ndarray, accepting: np.ndarray) -> str:
+    """The identity of a minimal, canonically numbered DFA (so: of its language)."""
+    return hashlib.sha256(table.tobytes() + accepting.tobytes()).hexdigest()
+
+
+def compile_terminal(regex: str, also=(), excluding=(), *, terminal: str | None = None,
+                     max_states: int = DEFAULT_MAX_STATES) -> ByteDFA:
+    """A trimmed, minimal `ByteDFA` for the strings that fully match ``regex`` and
+    every regex in ``also``, and no regex in ``excluding`` (cached per arguments).
+
+    Each regex is compiled with `compile_regex` (a bad one raises `RegexError`
+    naming ``terminal``).  Without ``also``/``excluding`` this *is*
+    ``compile_regex(regex)``; otherwise the product automaton is built over the
+    reachable state tuples and minimised, so its tables and digest equal those of
+    any other DFA of the same language.  More than ``max_states`` states (in a
+    component or in the product) raise `CompileLimitError`.
+
+    Example:
+        >>> compile_terminal("a+", also=("[ab]+",)).digest == compile_regex("a+").digest
+        True
+        >>> compile_terminal("[0-9]+", excluding=("0[0-9]+",)).matches(b"007")
+        False
+    """
+    also_t, excluding_t = tuple(also), tuple(excluding)
+    for r in also_t + excluding_t:
+        if not isinstance(r, str):
+            raise RegexError("regex must be a str", pattern=repr(r), terminal=terminal)
+    try:  # cached without the terminal's name, which only error messages need
+        return _compile_terminal(regex, also_t, excluding_t, None, max_states)
+    except (RegexError, CompileLimitError):
+        if terminal is None:
+            raise
+        return _compile_terminal.__wrapped__(regex, also_t, excluding_t, terminal, max_states)
+
+
+@functools.lru_cache(maxsize=1024)
+def _compile_terminal(regex: str, also: tuple[str, ...], excluding: tuple[str, ...], terminal: str | None,
+                      max_states: int) -> ByteDFA:
+    main = compile_regex(regex, terminal=terminal, max_states=max_states)
+    must = [main] + [compile_regex(r, terminal=terminal, max_states=max_states) for r in also]
+    cannot = [compile_regex(r, terminal=terminal, max_states=max_states) for r in excluding]
+    if not also and not excluding:
+        return main
+
+    def finish(table: np.ndarray, accepting: np.ndarray) -> ByteDFA:
+        table.setflags(write=False)
+        accepting.setflags(write=False)
+        return ByteDFA(transitions=table, accepting=accepting, regex=regex,
+                       digest=_table_digest(table, accepting), also=also, excluding=excluding)
+
+    def distinct(dfas: list[ByteDFA]) -> list[ByteDFA]:
+        return list({d.digest: d for d in dfas}.values())
+
+    # drop components that cannot change the language: repeats, excluded empty languages
+    must = distinct(must)
+    cannot = distinct([d for d in cannot if d.accepting.any()])
+    if (any(not d.accepting.any() for d in must)
+            or {d.digest for d in cannot} & {d.digest for d in must}):
+        table, accepting = _minimize(np.zeros((2, 256), np.int32), np.zeros(2, bool))
+        return finish(table, accepting)
+    if len(must) == 1 and not cannot:
+        return finish(main.transitions, main.accepting)
+
+    comps = must + cannot
+    n_must, k = len(must), len(must) + len(cannot)
+    # joint byte classes: bytes whose column is identical in every component
+    stacked = np.ascontiguousarray(np.concatenate([d.transitions for d in comps], axis=0).T)
+    cols = stacked.view(np.dtype((np.void, stacked.shape[1] * stacked.itemsize))).reshape(-1)
+    _, first_byte, byte_class = np.unique(cols, return_index=True, return_inverse=True)
+    byte_class = byte_class.reshape(-1)
+    reduced = [np.ascontiguousarray(d.transitions[:, first_byte]).astype(np.int64) for d in comps]
+    num_classes = len(first_byte)
+    # a tuple's key: mixed-radix integer when it fits in int64, else its raw bytes
+    strides, span = [], 1
+    for d in comps:
+        strides.append(span)
+        span *= d.num_states
+    int_keys = span < _INT_KEY_SPAN
+    if int_keys:
+        stride_arr = np.array(strides, np.int64)
+
+        def keys_of(tuples: np.ndarray) -> np.ndarray:
+            return tuples @ stride_arr
+    else:
+        void = np.dtype((np.void, 8 * k))
+
+        def keys_of(tuples: np.ndarray) -> np.ndarray:
+            return np.ascontiguousarray(tuples).view(void).reshape(-1)
+
+    def as_keys(keys: np.ndarray) -> list:
+        return keys.tolist() if int_keys else [key.tobytes() for key in keys]
+
+    # breadth-first over reachable tuples, one whole level at a time; tuple (0, ..) = dead
+    start = np.full((1, k), START, np.int64)
+    dead_key, start_key = as_keys(keys_of(np.concatenate([np.zeros((1, k), np.int64), start])))
+    ids = {dead_key: DEAD, start_key: START}
+    states = [np.zeros((1, k), np.int64), start]
+    rows = [np.zeros((1, num_classes), np.int64)]
+    frontier = start
+    while len(frontier):
+        nxt = np.stack([reduced[j][frontier[:, j]] for j in range(k)], axis=-1).reshape(-1, k)
+        nxt[(nxt[:, :n_must] == DEAD).any(axis=1)] = DEAD
+        uniq, first, inverse = np.unique(keys_of(nxt), return_index=True, return_inverse=True)
+        uniq_ids = np.empty(len(uniq), np.int64)
+        fresh = []
+        for u, key in enumerate(as_keys(uniq)):
+            q = ids.get(key)
+            if q is None:
+                q = ids[key] = len(ids)
+                fresh.append(first[u])
+            uniq_ids[u] = q
+        if len(ids) > max_states:
+            raise CompileLimitError("terminal (regex with also/excluding) needs too many automaton states",
+                                    limit="max_dfa_states", value=max_states, terminal=terminal)
+        rows.append(uniq_ids[inverse.reshape(-1)].reshape(-1, num_classes))
+        frontier = nxt[np.asarray(fresh, np.int64)]
+        states.append(frontier)
+    tuples = np.concatenate(states, axis=0)
+    table = np.concatenate(rows, axis=0)
+    accepting = np.ones(len(tuples), bool)
+    for j, d in enumerate(comps):
+        acc = d.accepting[tuples[:, j]]
+        accepting &= acc if j < n_must else ~acc
+    accepting[DEAD] = False
+    table = _trim(table, accepting)
+    table, accepting = _minimize(np.ascontiguousarray(table[:, byte_class]).astype(np.int32), accepting)
+    return finish(table, accepting)

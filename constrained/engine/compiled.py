@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from constrained.automata.byte_dfa import DEFAULT_MAX_STATES, ByteDFA, compile_regex
+from constrained.automata.byte_dfa import DEFAULT_MAX_STATES, ByteDFA, compile_terminal
 from constrained.engine.earley import EarleyParser, ParserTables
 from constrained.engine.recognizer import DEFAULT_MASK_MEMORY, Recognizer
 from constrained.engine.token_tables import TokenTables, default_cache_dir
@@ -58,8 +58,18 @@ class CompiledGrammar:
     def eos_ids(self) -> tuple[int, ...]:
         return self._eos_ids
 
+    @property
+    def checks(self):
+        """The grammar's value-level checks (None for a pure grammar)."""
+        return self.grammar.checks
+
     def matcher(self):
-        """A fresh `Matcher` at the start of the language."""
+        """A fresh `Matcher` at the start of the language (a `CheckedMatcher` when the
+        grammar carries value-level checks)."""
+        if self.grammar.checks is not None:
+            from constrained.engine.checked import CheckedMatcher
+
+            return CheckedMatcher(self)
         from constrained.engine.matcher import Matcher
 
         return Matcher(self)
@@ -67,12 +77,22 @@ class CompiledGrammar:
     def accepts_bytes(self, data: bytes) -> bool:
         """Whether ``data`` (UTF-8) is in the grammar's language."""
         r = self._recognizer
-        return r.accepting(r.feed(r.initial, data))
+        if not r.accepting(r.feed(r.initial, data)):
+            return False
+        checks = self.grammar.checks
+        if checks is None:
+            return True
+        state = checks.step(checks.start(), b"", bytes(data))
+        return state is not None and checks.accepts_end(state, bytes(data))
 
     def is_prefix_bytes(self, data: bytes) -> bool:
-        """Whether ``data`` can be extended to a string of the language."""
+        """Whether ``data`` can be extended to a string of the language (for grammars with
+        value-level checks: no value completed in ``data`` fails its check)."""
         r = self._recognizer
-        return r.feed(r.initial, data) != 0
+        if r.feed(r.initial, data) == 0:
+            return False
+        checks = self.grammar.checks
+        return checks is None or checks.step(checks.start(), b"", bytes(data)) is not None
 
     def stats(self) -> dict[str, int]:
         """Sizes of the shared caches (states, parser nodes, memoised masks)."""
@@ -108,20 +128,23 @@ def compile_grammar(grammar: Grammar, vocab, *, cache_dir: str | Path | None = _
     tables = ParserTables.from_grammar(grammar)
     parser = EarleyParser(tables)
     used = {s for rhs in tables.rule_rhs for s in rhs if s < tables.num_terminals}
-    regex_of = {t.name: t.regex for t in grammar.terminals}
+    term_of = {t.name: t for t in grammar.terminals}
     dfas: list[ByteDFA | None] = []
     names = list(tables.terminal_names) + list(grammar.ignore)
     for i, name in enumerate(names):
         if i < tables.num_terminals and i not in used:
             dfas.append(None)
             continue
-        dfa = compile_regex(regex_of[name], terminal=name, max_states=max_dfa_states)
+        t = term_of[name]
+        dfa = compile_terminal(t.regex, t.also, t.excluding, terminal=name, max_states=max_dfa_states)
+        shown = (f"/{t.regex}/" + "".join(f" and /{r}/" for r in t.also)
+                 + "".join(f" but not /{r}/" for r in t.excluding))
         if dfa.matches_empty():
             raise UnsupportedGrammarError(f"terminal {name!r} matches the empty string "
-                                          f"(/{regex_of[name]}/); make it non-empty and the rule optional",
+                                          f"({shown}); make it non-empty and the rule optional",
                                           source=grammar.source)
-        if dfa.num_states <= 1:
-            raise UnsupportedGrammarError(f"terminal {name!r} matches nothing (/{regex_of[name]}/)",
+        if not dfa.accepting.any():
+            raise UnsupportedGrammarError(f"terminal {name!r} matches nothing ({shown})",
                                           source=grammar.source)
         dfas.append(dfa)
     cdir = default_cache_dir() if cache_dir is _DEFAULT else (None if cache_dir is None else Path(cache_dir))

@@ -22,7 +22,7 @@ import random
 
 import numpy as np
 
-from constrained.automata.byte_dfa import START, compile_regex
+from constrained.automata.byte_dfa import START, compile_terminal
 from constrained.grammar.ir import Grammar
 
 
@@ -43,8 +43,8 @@ def _heights(grammar: Grammar) -> dict[str, int]:
     return height
 
 
-def _terminal_text(regex: str, rng: random.Random, stop: float, max_bytes: int) -> bytes:
-    dfa = compile_regex(regex)
+def _terminal_text(term, rng: random.Random, stop: float, max_bytes: int) -> bytes:
+    dfa = compile_terminal(term.regex, term.also, term.excluding)
     q, out = START, bytearray()
     while True:
         live = np.flatnonzero(dfa.transitions[q])
@@ -62,7 +62,7 @@ def _terminal_text(regex: str, rng: random.Random, stop: float, max_bytes: int) 
 def random_string(grammar: Grammar, rng: random.Random, *, max_depth: int = 12, stop: float = 0.4,
                   ignore_rate: float = 0.15, max_terminal_bytes: int = 24) -> str:
     """One random string of the language of ``grammar`` (see the module docstring)."""
-    terms = {t.name: t.regex for t in grammar.terminals}
+    terms = {t.name: t for t in grammar.terminals}
     heights = _heights(grammar)
     by_lhs: dict[str, list[tuple[str, ...]]] = {}
     for r in grammar.rules:

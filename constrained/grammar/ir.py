@@ -6,8 +6,10 @@ Every front end (lark EBNF, GBNF, a bare regex, later JSON Schema) produces a
 Semantics (the contract the whole engine is tested against):
 
 * A terminal's language is the set of strings its regex *fully* matches
-  (``re.fullmatch``, Python syntax and flags).  Terminals may not match the empty
-  string.
+  (``re.fullmatch``, Python syntax and flags) that also fully match every regex in
+  its ``also`` and fully match no regex in its ``excluding`` (intersection and
+  difference of regular languages; most terminals have neither).  Terminals may
+  not match the empty string, nor nothing at all.
 * The grammar's language is the set of strings that split into a sequence of
   terminal matches, in any way at all, that the rules derive from ``start``, with
   any number of ``ignore`` terminal matches before, between and after them.  This
@@ -27,21 +29,55 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from constrained.errors import GrammarError
+from constrained.errors import GrammarError, RegexError
 
 
 @dataclass(frozen=True)
 class TerminalDef:
-    """A named terminal: a Python regex matched in full.
+    """A named terminal: a Python regex matched in full, optionally intersected
+    with the ``also`` regexes and minus the ``excluding`` ones.
+
+    Its language is the strings that fully match ``regex`` and every regex in
+    ``also``, and fully match no regex in ``excluding`` (all Python syntax, the
+    same semantics as ``regex``).  Sequences given for ``also``/``excluding`` are
+    stored as tuples; the regexes themselves are checked when the grammar is
+    compiled (`RegexError` naming the terminal).
 
     Example:
         >>> TerminalDef("INT", r"[0-9]+").regex
         '[0-9]+'
+        >>> TerminalDef("NAME", "[a-z]+", also=(".{1,8}",), excluding=("if|else",)).excluding
+        ('if|else',)
     """
 
     name: str
     regex: str
+    also: tuple[str, ...] = ()
+    excluding: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for attr in ("also", "excluding"):
+            value = getattr(self, attr)
+            if isinstance(value, str):
+                raise GrammarError(f"terminal {self.name!r}: {attr} must be a sequence of regexes, not one str")
+            value = tuple(value)
+            for r in value:
+                if not isinstance(r, str):
+                    raise RegexError("regex must be a str", pattern=repr(r), terminal=self.name)
+            object.__setattr__(self, attr, value)
+
+    def regexes(self) -> tuple[str, ...]:
+        """Every regex the terminal's language depends on: ``regex``, ``also``, ``excluding``."""
+        return (self.regex,) + self.also + self.excluding
+
+    def validate(self) -> None:
+        """Raise `RegexError` (naming this terminal) unless every regex is supported."""
+        from constrained.automata.regex_parser import validate_regex
+
+        for r in self.regexes():
+            validate_regex(r, terminal=self.name)
 
 
 @dataclass(frozen=True)
@@ -76,6 +112,10 @@ class Grammar:
     start: str
     ignore: tuple[str, ...] = ()
     source: str = field(default="<grammar>", compare=False)
+    checks: Any = field(default=None, compare=False)
+    """Value-level checks beside the rules (`constrained.engine.checked.ValueChecks`;
+    the JSON Schema compiler's `JsonValueChecks`), or None: the language is then
+    the strings of the grammar that also pass the checks."""
 
     def __post_init__(self) -> None:
         names = [t.name for t in self.terminals]
@@ -151,12 +191,19 @@ class Grammar:
     # ----------------------------------------------------------------- identity
     def content_hash(self) -> str:
         """A stable hash of the language definition (not of `source`)."""
+        def terminal_entry(t: TerminalDef) -> list:
+            # the extra keys only when present, so plain terminals hash as they always have
+            extra = {k: list(v) for k, v in (("also", t.also), ("excluding", t.excluding)) if v}
+            return [t.name, t.regex, extra] if extra else [t.name, t.regex]
+
         payload = json.dumps({
-            "terminals": [[t.name, t.regex] for t in self.terminals],
+            "terminals": [terminal_entry(t) for t in self.terminals],
             "rules": [[r.lhs, list(r.rhs)] for r in self.rules],
             "start": self.start,
             "ignore": list(self.ignore),
         }, sort_keys=True, ensure_ascii=False)
+        if self.checks is not None:
+            payload += "\nchecks:" + self.checks.content_hash()
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
     def terminal(self, name: str) -> TerminalDef:

@@ -1,0 +1,132 @@
+"""`CheckedMatcher`: a grammar matcher plus value-level checks on the text.
+
+Some constraints are a context-free grammar *and* predicates on completed
+values (the JSON Schema compiler's `JsonValueChecks`: ``uniqueItems``,
+overlapping ``oneOf``, ``not``, ...).  The grammar gives the mask; the checks
+follow the bytes produced and veto the tokens that would complete a value
+failing its predicate.  Any object with this protocol can be a grammar's
+``checks``:
+
+* ``start() -> state`` (immutable, shared by forks);
+* ``step(state, text, data) -> state | None``: ``data`` follows ``text``; None if
+  it completes a value that fails its check;
+* ``accepts_end(state, text) -> bool``: whether the complete ``text`` passes;
+* ``candidates(state, mask, vocab) -> token ids``: the tokens of ``mask`` whose
+  bytes may complete a checked value (the only ones `mask` simulates);
+* ``content_hash() -> str``.
+
+Example:
+    >>> from constrained import Grammar, TokenVocabulary, compile_grammar
+    >>> vocab = TokenVocabulary.from_token_bytes([b"[", b"]", b"1", b"2", b",", b""], eos_ids=[5])
+    >>> g = Grammar.from_json_schema({"type": "array", "items": {"enum": [1, 2]}, "uniqueItems": True},
+    ...                              whitespace="compact")
+    >>> m = compile_grammar(g, vocab, cache_dir=None).matcher()
+    >>> m.advance_many([0, 2, 4, 2])      # "[1,1": the duplicate is still possible here
+    4
+    >>> m.allows(1), m.allows(4)          # "]" would complete [1,1]; "," continues
+    (False, True)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from constrained.engine.matcher import Matcher
+
+
+class CheckedMatcher(Matcher):
+    """A `Matcher` whose grammar carries value-level checks (same API; see the module docstring)."""
+
+    __slots__ = ("_checks", "_cstates", "_text", "_lens", "_token_bytes")
+
+    def __init__(self, compiled, *, _history=None, _tokens=None, _terminated: bool = False,
+                 _cstates=None, _text: bytearray | None = None, _lens: list[int] | None = None) -> None:
+        super().__init__(compiled, _history=_history, _tokens=_tokens, _terminated=_terminated)
+        self._checks = compiled.grammar.checks
+        self._token_bytes = compiled.vocab.token_bytes
+        self._cstates = _cstates if _cstates is not None else [self._checks.start()]
+        self._text = _text if _text is not None else bytearray()
+        self._lens = _lens if _lens is not None else [0]
+
+    @property
+    def text(self) -> bytes:
+        """The bytes produced so far."""
+        return bytes(self._text)
+
+    def is_accepting(self) -> bool:
+        return super().is_accepting() and self._checks.accepts_end(self._cstates[-1], bytes(self._text))
+
+    def mask(self) -> np.ndarray:
+        m = super().mask()
+        state = self._cstates[-1]
+        out = None
+        cands = self._checks.candidates(state, m, self._compiled.vocab)
+        if cands.size:
+            text = bytes(self._text)
+            tb = self._token_bytes
+            for t in cands.tolist():
+                if self._checks.step(state, text, tb[t]) is None:
+                    if out is None:
+                        out = m.copy()
+                    out[t >> 5] &= np.int32(~(1 << (t & 31)) if (t & 31) != 31 else 0x7FFFFFFF)
+        if super().is_accepting() and not self._checks.accepts_end(state, bytes(self._text)):
+            if out is None:
+                out = m.copy()
+            for t in self._eos:
+                out[t >> 5] &= np.int32(~(1 << (t & 31)) if (t & 31) != 31 else 0x7FFFFFFF)
+        return m if out is None else out
+
+    def allows(self, token: int) -> bool:
+        if token in self._eos:
+            return self.is_accepting()
+        if not super().allows(token):
+            return False
+        return self._checks.step(self._cstates[-1], bytes(self._text), self._token_bytes[token]) is not None
+
+    def advance(self, token: int) -> bool:
+        if token in self._eos:
+            if not self.is_accepting():
+                return False
+            super().advance(token)
+            self._cstates.append(self._cstates[-1])
+            self._lens.append(len(self._text))
+            return True
+        if not super().advance(token):
+            return False
+        data = self._token_bytes[token]
+        nxt = self._checks.step(self._cstates[-1], bytes(self._text), data)
+        if nxt is None:
+            Matcher.rollback(self, 1)
+            return False
+        self._cstates.append(nxt)
+        self._text += data
+        self._lens.append(len(self._text))
+        return True
+
+    def allows_bytes(self, data: bytes) -> bool:
+        return super().allows_bytes(data) and \
+            self._checks.step(self._cstates[-1], bytes(self._text), data) is not None
+
+    def fork(self) -> "CheckedMatcher":
+        return CheckedMatcher(self._compiled, _history=list(self._history), _tokens=list(self._tokens),
+                              _terminated=self._terminated, _cstates=list(self._cstates),
+                              _text=bytearray(self._text), _lens=list(self._lens))
+
+    def rollback(self, n: int = 1) -> None:
+        super().rollback(n)
+        if n:
+            del self._cstates[-n:]
+            del self._lens[-n:]
+            del self._text[self._lens[-1]:]
+
+    def forced_tokens(self) -> list[int]:
+        """Forced tokens of the grammar, cut before the first one a check refuses."""
+        tokens = super().forced_tokens()
+        state, text = self._cstates[-1], bytes(self._text)
+        for i, t in enumerate(tokens):
+            data = self._token_bytes[t]
+            state = self._checks.step(state, text, data)
+            if state is None:
+                return tokens[:i]
+            text += data
+        return tokens
