@@ -1,24 +1,24 @@
 """JSON Schema -> Grammar IR.
 
-One nonterminal per (resolved) sub-schema; terminals are regexes over the JSON
-text (strings in every valid JSON encoding of their characters, see
-`constrained.json_schema.json_string`).  The translation follows
-``../shared/docs/algorithms.md`` §2.2.
+One nonterminal per *conjunction* of located sub-schemas (`constrained.json_schema.conjunction`):
+``allOf``, ``$ref`` beside siblings, and every ``properties`` / ``patternProperties``
+/ ``additionalProperties`` entry that applies to a key are read together, so
+intersections are translated structurally (types intersected, bounds tightened,
+string regexes intersected as terminals with ``also`` / ``excluding`` regexes,
+required sets united).  ``anyOf`` / ``oneOf`` / ``if`` are distributed over the
+rest of their conjunction.  Terminals are regexes over the JSON *text* (strings in
+every valid JSON encoding of their characters).
 
-Exactness policy: every keyword is either translated exactly (up to the
-documented sound restrictions: properties in schema order, canonical number and
-integer spellings, bounded whitespace, no exponent in bounded numbers) or the
-schema is refused with `UnsupportedSchemaError` naming the keyword and its JSON
-pointer.  Nothing is approximated.  Keywords without validation meaning
-(annotations, unknown keywords, unknown formats under the default option) are
-listed in `SchemaCompilation.notes`.
-
-Not yet translated (refused): value-level keywords (``uniqueItems: true``,
-``oneOf``, ``not``, ``if``/``then``/``else``, ``contains``, ``multipleOf``,
-``dependent*``, ``propertyNames``, ``min/maxProperties``,
-``patternProperties``), ``allOf``, ``$ref`` or ``anyOf`` combined with sibling
-constraints, and a string constrained by more than one of length / pattern /
-format.
+Exactness policy: a keyword is translated exactly (up to the documented sound
+restrictions: properties in schema order, canonical numbers, bounded whitespace,
+no exponent in bounded numbers), or the grammar is made a *superset* for it and
+the keyword is enforced by a value-level check (`SchemaCompilation.checked`,
+`constrained.json_schema.value_checks`): the value is validated with `jsonschema`
+when it completes, and a token that would complete an invalid value is not
+allowed.  With ``value_checks=False`` such keywords are refused instead
+(`UnsupportedSchemaError` naming the keyword and its JSON pointer).  Nothing is
+silently approximated; annotations and unknown formats are listed in
+`SchemaCompilation.notes`.
 
 Example:
     >>> from constrained.json_schema.compiler import compile_json_schema
@@ -36,58 +36,64 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from itertools import combinations
 from typing import Any
 
 from constrained.errors import (
+    CompileLimitError,
+    ConstrainedError,
     InvalidSchemaError,
     UnsatisfiableSchemaError,
     UnsupportedGrammarError,
     UnsupportedSchemaError,
 )
 from constrained.grammar.ir import Grammar, Rule, TerminalDef
+from constrained.json_schema.conjunction import (
+    VALIDATION_KEYWORDS,
+    Conjunction,
+    Part,
+    conjunction_key,
+    ecma_search,
+    flatten,
+    item_items,
+    property_items,
+    root_part,
+    tuple_length,
+)
 from constrained.json_schema.ecma_regex import pattern_search_regex
 from constrained.json_schema.formats import FORMAT_REGEXES
 from constrained.json_schema.json_string import json_string_regex, length_bounded_any_string
 from constrained.json_schema.numbers import decimal_range_regex, integer_bounds, integer_range_regex
 from constrained.json_schema.options import JsonSchemaOptions
-from constrained.json_schema.resolver import SchemaIndex, escape_pointer_token
+from constrained.json_schema.resolver import Located, SchemaIndex
+from constrained.json_schema.validation import SchemaValidators
 
 NUMBER_REGEX = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 STRING_REGEX = r'"(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*"'
+STRING_BODY = r"[\s\S]*"
 JSON_TYPES = ("null", "boolean", "object", "array", "number", "string", "integer")
 
 # keywords that never constrain a value (draft 2020-12 annotations and identifiers)
 ANNOTATIONS = frozenset({
-    "$schema", "$id", "id", "$anchor", "$dynamicAnchor", "$comment", "$vocabulary", "$defs", "definitions",
-    "title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly",
-    "contentMediaType", "contentEncoding", "contentSchema",
+    "$schema", "$id", "id", "$anchor", "$dynamicAnchor", "$recursiveAnchor", "$comment", "$vocabulary",
+    "$defs", "definitions", "title", "description", "default", "examples", "deprecated", "readOnly",
+    "writeOnly", "contentMediaType", "contentEncoding", "contentSchema",
 })
-# validation keywords this compiler understands (in some contexts)
-TRANSLATED = frozenset({
-    "type", "enum", "const", "$ref", "anyOf",
-    "properties", "required", "additionalProperties",
-    "items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems",
-    "minLength", "maxLength", "pattern", "format",
-    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
-})
-# validation keywords that need value-level checks or intersections (refused for now)
-REFUSED = frozenset({
-    "allOf", "oneOf", "not", "if", "then", "else", "contains", "minContains", "maxContains",
-    "multipleOf", "dependentRequired", "dependentSchemas", "dependencies", "propertyNames",
-    "minProperties", "maxProperties", "patternProperties", "unevaluatedProperties", "unevaluatedItems",
-    "$dynamicRef", "$recursiveRef", "$recursiveAnchor",
-})
-_TYPE_KEYWORDS = {
-    "object": ("properties", "required", "additionalProperties"),
-    "array": ("items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems"),
-    "string": ("minLength", "maxLength", "pattern", "format"),
-    "number": ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"),
-}
+# keywords translated structurally (exactly, or as a superset plus a value check)
+KNOWN = VALIDATION_KEYWORDS | {"then", "else"}
+# value kinds: "number" is integer or fractional
+_KINDS = {"null": {"null"}, "boolean": {"boolean"}, "object": {"object"}, "array": {"array"},
+          "string": {"string"}, "integer": {"integer"}, "number": {"integer", "fraction"}}
+_ALL_KINDS = frozenset({"null", "boolean", "object", "array", "string", "integer", "fraction"})
+MAX_BRANCHES = 64        # anyOf/oneOf branches distributed over their conjunction
+MAX_DISTRIBUTED = 4      # nested distributions along one conjunction
+MAX_KEY_PATTERNS = 3     # patternProperties split exactly into 2**n key classes
+MAX_COUNTED_LENGTH = 24  # string length bounds counted by the automaton (longer: value checks)
 
 
 @dataclass(frozen=True)
 class SchemaNote:
-    """A keyword that was deliberately not enforced, and why (at ``pointer``)."""
+    """A keyword that was not translated into the grammar, and how it is handled (at ``pointer``)."""
 
     pointer: str
     keyword: str
@@ -96,17 +102,23 @@ class SchemaNote:
 
 @dataclass
 class SchemaCompilation:
-    """The grammar of a schema and the notes on keywords that constrain nothing."""
+    """The grammar of a schema, the notes on keywords, and the value-level checks.
+
+    ``checked`` lists ``(pointer, keyword)`` of every keyword the grammar only
+    over-approximates; the grammar then carries a `JsonValueChecks` (``grammar.checks``)
+    that validates completed values, so compiled matchers stay exact.
+    """
 
     grammar: Grammar
     notes: list[SchemaNote] = field(default_factory=list)
+    checked: list[tuple[str, str]] = field(default_factory=list)
 
 
 class _Builder:
-    """Accumulates terminals (deduplicated by regex) and rules."""
+    """Accumulates terminals (deduplicated by their regexes) and rules."""
 
     def __init__(self) -> None:
-        self.terminals: dict[str, str] = {}     # regex -> name
+        self.terminals: dict[tuple, str] = {}     # (regex, also, excluding) -> name
         self.rules: list[Rule] = []
         self._names: set[str] = set()
 
@@ -119,10 +131,11 @@ class _Builder:
         self._names.add(name)
         return name
 
-    def term(self, regex: str, hint: str) -> str:
-        name = self.terminals.get(regex)
+    def term(self, regex: str, hint: str, also: tuple[str, ...] = (), excluding: tuple[str, ...] = ()) -> str:
+        key = (regex, tuple(also), tuple(excluding))
+        name = self.terminals.get(key)
         if name is None:
-            name = self.terminals[regex] = self.fresh(hint.upper())
+            name = self.terminals[key] = self.fresh(hint.upper())
         return name
 
     def lit(self, text: str) -> str:
@@ -130,6 +143,15 @@ class _Builder:
 
     def rule(self, lhs: str, *rhs: str) -> None:
         self.rules.append(Rule(lhs, tuple(rhs)))
+
+    def terminal_defs(self) -> tuple[TerminalDef, ...]:
+        out = []
+        for (regex, also, excluding), name in self.terminals.items():
+            if also or excluding:
+                out.append(TerminalDef(name, regex, also=also, excluding=excluding))
+            else:
+                out.append(TerminalDef(name, regex))
+        return tuple(out)
 
 
 class SchemaCompiler:
@@ -139,25 +161,46 @@ class SchemaCompiler:
         self.schema = schema
         self.options = options
         self.index = SchemaIndex(schema)
+        self.validators = SchemaValidators(self.index)
         dialect = str(schema.get("$schema", "")) if isinstance(schema, dict) else ""
         self.legacy = any(d in dialect for d in ("draft-03", "draft-04", "draft-06", "draft-07"))
         self.b = _Builder()
         self.notes: list[SchemaNote] = []
-        self._memo: dict[tuple[int, str], str | None] = {}
+        self.checked: dict[tuple[str, str], Located] = {}
+        self._memo: dict[tuple, str | None] = {}
+        self._seen_dicts: set[int] = set()
         self._any: str | None = None
         self._ws: tuple[str, ...] | None = None
+        self._fits: dict[tuple, bool | None] = {}
 
     # ------------------------------------------------------------------ entry
     def compile(self) -> SchemaCompilation:
-        root = self.schema_nt(self.schema, self.index.root_uri, "")
+        root = self.conj_nt(self.flatten([root_part(self.index)]), "root")
         if root is None:
             raise UnsatisfiableSchemaError("no JSON value satisfies the schema", pointer="")
         self.b.rule("start", root)
-        terminals = tuple(TerminalDef(name, regex) for regex, name in self.b.terminals.items())
-        grammar = Grammar(terminals=terminals, rules=tuple(self.b.rules), start="start", source="<json schema>")
-        return SchemaCompilation(grammar, self.notes)
+        rules = _productive(self.b.rules, {name for name in self.b.terminals.values()})
+        if not any(r.lhs == "start" for r in rules):
+            raise UnsatisfiableSchemaError("no JSON value satisfies the schema", pointer="")
+        checks = None
+        if self.checked:
+            from constrained.json_schema.value_checks import JsonValueChecks
+
+            checks = JsonValueChecks(self.index, self.validators, list(self.checked.values()), legacy=self.legacy)
+        used = {s for r in rules for s in r.rhs}
+        terminals = tuple(t for t in self.b.terminal_defs() if t.name in used)
+        grammar = Grammar(terminals=terminals, rules=tuple(rules), start="start", source="<json schema>",
+                          checks=checks)
+        return SchemaCompilation(grammar, self.notes, sorted(self.checked))
 
     # ------------------------------------------------------------------ helpers
+    def flatten(self, items) -> Conjunction | None:
+        def ignored(pointer: str, keywords: list[str]) -> None:
+            for k in keywords:
+                self.note(pointer, k, "ignored beside $ref, as drafts up to 07 specify")
+
+        return flatten(items, self.index, legacy=self.legacy, on_ignored=ignored)
+
     def ws(self) -> tuple[str, ...]:
         """The optional-whitespace symbols between two JSON tokens (none when compact)."""
         if self._ws is None:
@@ -172,7 +215,17 @@ class SchemaCompiler:
         return self._ws
 
     def note(self, pointer: str, keyword: str, text: str) -> None:
-        self.notes.append(SchemaNote(pointer, keyword, text))
+        note = SchemaNote(pointer, keyword, text)
+        if note not in self.notes:
+            self.notes.append(note)
+
+    def check(self, part: Part, keyword: str, why: str) -> None:
+        """The grammar over-approximates ``keyword`` of ``part``: enforce it by a value check."""
+        if not self.options.value_checks:
+            raise UnsupportedSchemaError(f"{why}; refused because value_checks=False", keyword=keyword,
+                                         pointer=part.pointer)
+        self.checked[(part.pointer, keyword)] = part.loc
+        self.note(part.pointer, keyword, f"{why}: checked when the value completes")
 
     def any_value(self) -> str:
         """The nonterminal of every JSON value (the ``true`` schema)."""
@@ -197,100 +250,188 @@ class SchemaCompiler:
             b.rule(elems, elems, *w, comma, *w, value)
         return self._any
 
-    # ------------------------------------------------------------------ schemas
-    def schema_nt(self, schema: Any, base: str, pointer: str) -> str | None:
-        """The nonterminal of ``schema`` (None: no value satisfies it)."""
-        if schema is True or schema == {}:
-            return self.any_value()
-        if schema is False:
+    def _survey(self, conj: Conjunction) -> None:
+        """Notes for unknown keywords (once per schema object)."""
+        for p in conj:
+            if id(p.schema) in self._seen_dicts:
+                continue
+            self._seen_dicts.add(id(p.schema))
+            for k in p.schema:
+                if k not in ANNOTATIONS and k not in KNOWN:
+                    self.note(p.pointer, k, "unknown keyword: an annotation without validation meaning")
+
+    # ------------------------------------------------------------------ conjunctions
+    def conj_nt(self, conj: Conjunction | None, hint: str) -> str | None:
+        """The nonterminal of a conjunction (None: no value satisfies it)."""
+        if conj is None:
             return None
-        if not isinstance(schema, dict):
-            raise InvalidSchemaError(f"a schema must be an object or a boolean, not {type(schema).__name__}",
-                                     pointer=pointer)
-        located = self.index.locate(schema)
-        if located is not None:
-            base = located.base
-        key = (id(schema), base)
+        if not conj:
+            return self.any_value()
+        key = conjunction_key(conj)
         if key in self._memo:
             return self._memo[key]
-        name = self.b.fresh("s_" + (pointer.rsplit("/", 1)[-1] or "root"))
+        name = self.b.fresh("s_" + (hint or "v"))
         self._memo[key] = name
-        alternatives = self._alternatives(schema, base, pointer)
+        alternatives = self._alternatives(conj)
         if not alternatives:
             self._memo[key] = None
             return None
-        for rhs in alternatives:
+        for rhs in dict.fromkeys(alternatives):
             self.b.rule(name, *rhs)
         return name
 
-    def _alternatives(self, schema: dict, base: str, pointer: str) -> list[tuple[str, ...]]:
-        keywords = set(schema)
-        for k in sorted(keywords & REFUSED):
-            raise UnsupportedSchemaError(f"{k!r} is not supported yet (it would need a value-level check "
-                                         "or an intersection); refused rather than approximated",
-                                         keyword=k, pointer=pointer)
-        for k in sorted(keywords - ANNOTATIONS - TRANSLATED - REFUSED):
-            self.note(pointer, k, "unknown keyword: an annotation without validation meaning")
-        constraining = keywords & TRANSLATED
-        if "$ref" in schema:
-            if self.legacy:
-                for k in sorted(constraining - {"$ref"}):
-                    self.note(pointer, k, "ignored beside $ref, as drafts up to 07 specify")
-            elif constraining - {"$ref"}:
-                raise UnsupportedSchemaError("$ref beside other constraining keywords "
-                                             f"({', '.join(sorted(constraining - {'$ref'}))}) needs an "
-                                             "intersection; refused", keyword="$ref", pointer=pointer)
-            target, tbase, _ = self.index.resolve(schema["$ref"], base, pointer)
-            nt = self.schema_nt(target, tbase, pointer + "/$ref")
-            return [] if nt is None else [(nt,)]
-        if "anyOf" in schema:
-            branches = schema["anyOf"]
-            if not isinstance(branches, list) or not branches:
-                raise InvalidSchemaError("anyOf must be a non-empty array", keyword="anyOf", pointer=pointer)
-            if constraining - {"anyOf"}:
-                raise UnsupportedSchemaError("anyOf beside other constraining keywords "
-                                             f"({', '.join(sorted(constraining - {'anyOf'}))}) needs an "
-                                             "intersection; refused", keyword="anyOf", pointer=pointer)
-            out = []
-            for i, sub in enumerate(branches):
-                nt = self.schema_nt(sub, base, f"{pointer}/anyOf/{i}")
-                if nt is not None:
-                    out.append((nt,))
-            return out
-        if "const" in schema or "enum" in schema:
-            return self._enum(schema, pointer)
-        types = self._types(schema, pointer)
+    def items_nt(self, items: list, hint: str) -> str | None:
+        return self.conj_nt(self.flatten(items), hint)
+
+    def _alternatives(self, conj: Conjunction) -> list[tuple[str, ...]]:
+        self._survey(conj)
+        if any(p.has("const") or p.has("enum") for p in conj):
+            return self._enum(conj)
+        for kw in ("anyOf", "oneOf"):
+            for i, p in enumerate(conj):
+                if p.has(kw):
+                    return self._distribute(conj, i, kw)
+        for i, p in enumerate(conj):
+            if p.has("if") or p.has("then") or p.has("else"):
+                return self._if_then_else(conj, i)
+        for p in conj:
+            for k in ("$dynamicRef", "$recursiveRef"):
+                if p.has(k):
+                    self.check(p, k, f"{k} is resolved dynamically; the grammar allows any value here")
+        kinds = self._kinds(conj)
         out: list[tuple[str, ...]] = []
-        for t in types:
-            out.extend(self._typed(t, schema, base, pointer))
+        b = self.b
+        if "null" in kinds:
+            out.append((b.lit("null"),))
+        if "boolean" in kinds:
+            out += [(b.lit("true"),), (b.lit("false"),)]
+        if "integer" in kinds or "fraction" in kinds:
+            out += self._number(conj, fractions="fraction" in kinds)
+        if "string" in kinds:
+            out += self._string(conj)
+        if "array" in kinds:
+            out += self._array(conj)
+        if "object" in kinds:
+            out += self._object(conj)
         return out
 
-    def _types(self, schema: dict, pointer: str) -> list[str]:
-        t = schema.get("type", list(JSON_TYPES))
-        types = [t] if isinstance(t, str) else t
-        if not isinstance(types, list) or not all(isinstance(x, str) and x in JSON_TYPES for x in types):
-            raise InvalidSchemaError(f"type must be one of {JSON_TYPES} or a list of them, not {t!r}",
-                                     keyword="type", pointer=pointer)
-        if "number" in types and "integer" in types:
-            types = [x for x in types if x != "integer"]
-        return list(dict.fromkeys(types))
+    def _distribute(self, conj: Conjunction, i: int, kw: str) -> list[tuple[str, ...]]:
+        p = conj[i]
+        branches = p.get(kw)
+        if not isinstance(branches, list) or not branches:
+            raise InvalidSchemaError(f"{kw} must be a non-empty array", keyword=kw, pointer=p.pointer)
+        rest = conj[:i] + (p.without(kw),) + conj[i + 1:]
+        depth = sum(1 for q in conj for k in q.done if k in ("anyOf", "oneOf", "if"))
+        if len(branches) > MAX_BRANCHES or depth >= MAX_DISTRIBUTED:
+            self.check(p, kw, f"{kw} with {len(branches)} branches at distribution depth {depth} is not "
+                              "expanded; the grammar ignores it")
+            return self._alternatives(rest)
+        items = [(sub, p.loc.base, f"{p.pointer}/{kw}/{j}") for j, sub in enumerate(branches)]
+        if kw == "oneOf" and not self._pairwise_disjoint(items):
+            self.check(p, "oneOf", "oneOf branches that may overlap are compiled as anyOf")
+        out = []
+        for j, item in enumerate(items):
+            nt = self.conj_nt(self.flatten(list(rest) + [item]), f"{kw}{j}")
+            if nt is not None:
+                out.append((nt,))
+        return out
+
+    def _if_then_else(self, conj: Conjunction, i: int) -> list[tuple[str, ...]]:
+        p = conj[i]
+        rest = conj[:i] + (Part(p.loc, p.done | {"if", "then", "else"}),) + conj[i + 1:]
+        base = p.loc.base
+        if not p.has("if"):
+            return self._alternatives(rest)        # then/else without if: no effect
+        if not p.has("then") and not p.has("else"):
+            return self._alternatives(rest)        # if alone: an annotation
+        cond = (p.get("if"), base, p.pointer + "/if")
+        then = (p.get("then", True), base, p.pointer + "/then")
+        other = (p.get("else", True), base, p.pointer + "/else")
+        self.check(p, "if", "if/then/else is compiled as (if and then) or else, without 'not if'")
+        out = []
+        for j, items in enumerate(([cond, then], [other])):
+            nt = self.conj_nt(self.flatten(list(rest) + items), f"if{j}")
+            if nt is not None:
+                out.append((nt,))
+        return out
+
+    def _pairwise_disjoint(self, items: list) -> bool:
+        """Whether no value can satisfy two of these sub-schemas (then oneOf is anyOf)."""
+        sigs = []
+        for item in items:
+            conj = self.flatten([item])
+            if conj is None:
+                sigs.append(None)
+                continue
+            sigs.append(self._signature(conj))
+        for a, b in combinations(sigs, 2):
+            if a is None or b is None:
+                continue
+            kinds_a, disc_a = a
+            kinds_b, disc_b = b
+            if not (kinds_a & kinds_b):
+                continue
+            if kinds_a | kinds_b <= {"object"} and any(
+                    k in disc_b and not any(_json_equal(x, y) for x in disc_a[k] for y in disc_b[k])
+                    for k in disc_a):
+                continue
+            return False
+        return True
+
+    def _signature(self, conj: Conjunction) -> tuple[frozenset, dict]:
+        kinds = set(_ALL_KINDS)
+        disc: dict[str, list] = {}
+        for p in conj:
+            t = p.get("type")
+            if t is not None:
+                kinds &= _kinds_of(t, p.pointer)
+            for kw in ("const", "enum"):
+                if p.has(kw):
+                    vals = [p.get(kw)] if kw == "const" else p.get(kw)
+                    if isinstance(vals, list):
+                        kinds &= {k for v in vals for k in _value_kinds(v)}
+            props = p.get("properties")
+            required = p.get("required") if isinstance(p.get("required"), list) else []
+            if isinstance(props, dict):
+                for name in required:
+                    sub = props.get(name)
+                    if isinstance(sub, dict) and ("const" in sub or "enum" in sub):
+                        vals = [sub["const"]] if "const" in sub else sub["enum"]
+                        if isinstance(vals, list):
+                            disc[name] = vals
+        return frozenset(kinds), disc
+
+    def _kinds(self, conj: Conjunction) -> set[str]:
+        kinds = set(_ALL_KINDS)
+        for p in conj:
+            t = p.get("type")
+            if t is not None:
+                kinds &= _kinds_of(t, p.pointer)
+            if p.has("not"):
+                neg = p.get("not")
+                if neg is True or neg == {}:
+                    return set()
+                if isinstance(neg, dict) and set(neg) - ANNOTATIONS == {"type"}:
+                    kinds -= _kinds_of(neg["type"], p.pointer + "/not")
+                elif neg is not False:
+                    self.check(p, "not", "not is enforced by validation")
+        if "fraction" in kinds and "integer" not in kinds:
+            for p in conj:
+                if p.has("type") or p.has("not"):
+                    self.check(p, "type", "'a number that is not an integer' is compiled as any number")
+                    break
+            kinds.add("integer")
+        return kinds
 
     # ------------------------------------------------------------------ enum / const
-    def _enum(self, schema: dict, pointer: str) -> list[tuple[str, ...]]:
-        values = [schema["const"]] if "const" in schema else schema["enum"]
-        keyword = "const" if "const" in schema else "enum"
+    def _enum(self, conj: Conjunction) -> list[tuple[str, ...]]:
+        source = next(p for p in conj if p.has("const") or p.has("enum"))
+        values = [source.get("const")] if source.has("const") else source.get("enum")
         if not isinstance(values, list):
-            raise InvalidSchemaError("enum must be an array", keyword="enum", pointer=pointer)
-        others = set(schema) & TRANSLATED - {"enum", "const", "type"}
-        if others:
-            raise UnsupportedSchemaError(f"{keyword} beside {', '.join(sorted(others))} is not supported yet",
-                                         keyword=keyword, pointer=pointer)
-        if "const" in schema and "enum" in schema:
-            values = [v for v in values if any(_json_equal(v, e) for e in schema["enum"])]
-        types = self._types(schema, pointer)
+            raise InvalidSchemaError("enum must be an array", keyword="enum", pointer=source.pointer)
         out = []
         for v in values:
-            if _json_type_ok(v, types):
+            if all(self.validators.is_valid(p.loc, v) for p in conj):
                 out.append(self._value_symbols(v))
         return out
 
@@ -302,6 +443,9 @@ class SchemaCompiler:
         if isinstance(value, bool) or value is None:
             return (b.lit(json.dumps(value)),)
         if isinstance(value, (int, float)):
+            if isinstance(value, int) or value.is_integer():
+                whole = str(int(value))                  # 1 and 1.0 are the same JSON value
+                return (b.term(re.escape(whole) + r"(?:\.0+)?", "CONST_NUM"),)
             return (b.lit(json.dumps(value)),)
         if isinstance(value, list):
             out: list[str] = [b.lit("["), *w]
@@ -320,95 +464,179 @@ class SchemaCompiler:
             return (*out, *w, b.lit("}"))
         raise InvalidSchemaError(f"not a JSON value: {value!r}", keyword="enum")
 
-    # ------------------------------------------------------------------ typed values
-    def _typed(self, t: str, schema: dict, base: str, pointer: str) -> list[tuple[str, ...]]:
-        b = self.b
-        if t == "null":
-            return [(b.lit("null"),)]
-        if t == "boolean":
-            return [(b.lit("true"),), (b.lit("false"),)]
-        if t in ("number", "integer"):
-            return self._number(t, schema, pointer)
-        if t == "string":
-            return self._string(schema, pointer)
-        if t == "array":
-            return self._array(schema, base, pointer)
-        return self._object(schema, base, pointer)
-
-    def _number(self, t: str, schema: dict, pointer: str) -> list[tuple[str, ...]]:
-        lo, hi = schema.get("minimum"), schema.get("maximum")
-        xlo, xhi = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
-        if isinstance(xlo, bool):  # draft-04: exclusiveMinimum: true makes minimum exclusive
-            xlo, lo = (lo, None) if xlo else (None, lo)
-        if isinstance(xhi, bool):
-            xhi, hi = (hi, None) if xhi else (None, hi)
-        for k, v in (("minimum", lo), ("maximum", hi), ("exclusiveMinimum", xlo), ("exclusiveMaximum", xhi)):
-            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
-                raise InvalidSchemaError(f"{k} must be a number, not {v!r}", keyword=k, pointer=pointer)
-        bounded = any(v is not None for v in (lo, hi, xlo, xhi))
+    # ------------------------------------------------------------------ numbers
+    def _number(self, conj: Conjunction, *, fractions: bool) -> list[tuple[str, ...]]:
+        lows: list[tuple[Any, bool]] = []
+        highs: list[tuple[Any, bool]] = []
+        for p in conj:
+            lo, hi = p.get("minimum"), p.get("maximum")
+            xlo, xhi = p.get("exclusiveMinimum"), p.get("exclusiveMaximum")
+            if isinstance(xlo, bool):  # draft-04: exclusiveMinimum: true makes minimum exclusive
+                xlo, lo = (lo, None) if xlo else (None, lo)
+            if isinstance(xhi, bool):
+                xhi, hi = (hi, None) if xhi else (None, hi)
+            for k, v in (("minimum", lo), ("maximum", hi), ("exclusiveMinimum", xlo), ("exclusiveMaximum", xhi)):
+                if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+                    raise InvalidSchemaError(f"{k} must be a number, not {v!r}", keyword=k, pointer=p.pointer)
+            lows += [(v, x) for v, x in ((lo, False), (xlo, True)) if v is not None]
+            highs += [(v, x) for v, x in ((hi, False), (xhi, True)) if v is not None]
+            m = p.get("multipleOf")
+            if m is not None:
+                if isinstance(m, bool) or not isinstance(m, (int, float)) or m <= 0:
+                    raise InvalidSchemaError(f"multipleOf must be a positive number, not {m!r}",
+                                             keyword="multipleOf", pointer=p.pointer)
+                if not (m == 1 and not fractions):
+                    self.check(p, "multipleOf", "multipleOf is enforced by validation")
+        lo, xlo = _tightest_all(lows, lower=True)
+        hi, xhi = _tightest_all(highs, lower=False)
+        pointer = conj[0].pointer
         try:
-            if t == "integer":
-                ilo, ihi = integer_bounds(lo, hi, xlo, xhi)
+            if not fractions:
+                ilo, ihi = integer_bounds(None if xlo else lo, None if xhi else hi,
+                                          lo if xlo else None, hi if xhi else None)
                 return [(self.b.term(integer_range_regex(ilo, ihi), "INTEGER"),)]
-            if not bounded:
+            if lo is None and hi is None:
                 return [(self.b.term(NUMBER_REGEX, "NUMBER"),)]
-            low = _float_safe_bound(*_tightest(lo, xlo, max), upward=True)
-            high = _float_safe_bound(*_tightest(hi, xhi, min), upward=False)
+            low = _float_safe_bound(lo, xlo, upward=True)
+            high = _float_safe_bound(hi, xhi, upward=False)
             return [(self.b.term(decimal_range_regex(low, high), "NUMBER_RANGE"),)]
         except ValueError as e:
             if "empty" in str(e):
                 return []  # no number of this type: another type of the schema may still match
             raise InvalidSchemaError(str(e), keyword="minimum", pointer=pointer) from e
 
-    def _string(self, schema: dict, pointer: str) -> list[tuple[str, ...]]:
-        mn, mx = schema.get("minLength", 0), schema.get("maxLength")
-        for k, v in (("minLength", mn), ("maxLength", mx)):
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
-                raise InvalidSchemaError(f"{k} must be a non-negative integer, not {v!r}", keyword=k,
-                                         pointer=pointer)
-        pieces: list[tuple[str, str]] = []
-        if mn or mx is not None:
-            if mx is not None and mn > mx:
-                return []
-            pieces.append(("minLength" if mx is None else "maxLength", length_bounded_any_string(mn, mx)))
-        if "pattern" in schema:
-            p = schema["pattern"]
-            if not isinstance(p, str):
-                raise InvalidSchemaError("pattern must be a string", keyword="pattern", pointer=pointer)
-            pieces.append(("pattern", json_string_regex(pattern_search_regex(p))))
-        if "format" in schema:
-            f = schema["format"]
-            if f in FORMAT_REGEXES:
-                pieces.append(("format", json_string_regex(FORMAT_REGEXES[f])))
-            elif self.options.unknown_formats == "error":
-                raise UnsupportedSchemaError(f"unknown format {f!r}", keyword="format", pointer=pointer)
-            else:
-                self.note(pointer, "format", f"unknown format {f!r}: an annotation, not enforced")
-        if len(pieces) > 1:
-            raise UnsupportedSchemaError("a string constrained by " + " and ".join(k for k, _ in pieces)
-                                         + " needs an intersection; not supported yet",
-                                         keyword=pieces[1][0], pointer=pointer)
-        regex = pieces[0][1] if pieces else STRING_REGEX
-        return [(self.b.term(regex, "STRING"),)]
+    # ------------------------------------------------------------------ strings
+    def _string(self, conj: Conjunction) -> list[tuple[str, ...]]:
+        regexes = self._string_regexes(conj, key=False)
+        if regexes is None:
+            return []
+        term = self._string_terminal(regexes, "STRING")
+        return [] if term is None else [(term,)]
 
-    def _array(self, schema: dict, base: str, pointer: str) -> list[tuple[str, ...]]:
+    def _string_regexes(self, conj: Conjunction, *, key: bool) -> list[tuple[Part, str, str]] | None:
+        """Character-level regexes ``(part, keyword, regex)`` a string must fully match
+        (None: no string can); keywords that cannot be translated become checks."""
+        mn, mx = 0, None
+        pieces: list[tuple[Part, str, str]] = []
+        length_part: dict[str, Part] = {}
+        for p in conj:
+            for k in ("minLength", "maxLength"):
+                v = p.get(k)
+                if v is None:
+                    continue
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or v != int(v):
+                    raise InvalidSchemaError(f"{k} must be a non-negative integer, not {v!r}", keyword=k,
+                                             pointer=p.pointer)
+                if k == "minLength" and int(v) > mn:
+                    mn, length_part[k] = int(v), p
+                if k == "maxLength" and (mx is None or int(v) < mx):
+                    mx, length_part[k] = int(v), p
+            if p.has("pattern"):
+                pat = p.get("pattern")
+                if not isinstance(pat, str):
+                    raise InvalidSchemaError("pattern must be a string", keyword="pattern", pointer=p.pointer)
+                try:
+                    pieces.append((p, "pattern", pattern_search_regex(pat)))
+                except ConstrainedError as e:
+                    self.check(p, "pattern", f"pattern {pat!r} has no regular translation ({e})")
+            if p.has("format"):
+                f = p.get("format")
+                if f in FORMAT_REGEXES:
+                    pieces.append((p, "format", FORMAT_REGEXES[f]))
+                elif self.options.unknown_formats == "error":
+                    raise UnsupportedSchemaError(f"unknown format {f!r}", keyword="format", pointer=p.pointer)
+                else:
+                    self.note(p.pointer, "format", f"unknown format {f!r}: an annotation, not enforced")
+        if mx is not None and mn > mx:
+            return None
+        # a length automaton needs ~20 states per counted character (UTF-8, escapes,
+        # surrogate pairs); long bounds are validated instead of counted
+        if mx is not None and mx > MAX_COUNTED_LENGTH:
+            self.check(length_part["maxLength"], "maxLength",
+                       f"maxLength above {MAX_COUNTED_LENGTH} is enforced by validation")
+            mx = None
+        if mn > MAX_COUNTED_LENGTH:
+            self.check(length_part["minLength"], "minLength",
+                       f"minLength above {MAX_COUNTED_LENGTH} is enforced by validation")
+            mn = 0
+        if mn or mx is not None:
+            part = length_part.get("maxLength") or length_part["minLength"]
+            pieces.append((part, "maxLength" if mx is not None else "minLength",
+                           ("length", mn, mx)))  # type: ignore[arg-type]
+        return pieces
+
+    def _string_terminal(self, pieces: list, hint: str, *, excluding: tuple[str, ...] = ()) -> str | None:
+        """A terminal for JSON strings whose characters match every piece (None: no string does).
+        Pieces that make the automaton too large are dropped from the grammar and checked."""
+        def regex_of(piece) -> str:
+            r = piece[2]
+            if isinstance(r, tuple):
+                return length_bounded_any_string(r[1], r[2]) if r[0] == "length" else r[1]
+            return json_string_regex(r)
+
+        kept = list(pieces)
+        while True:
+            regexes = []
+            try:
+                regexes = [regex_of(pc) for pc in kept]
+            except ConstrainedError:
+                regexes = None  # type: ignore[assignment]
+            main, also = (regexes[0], tuple(regexes[1:])) if regexes else (STRING_REGEX, ())
+            if regexes is not None:
+                fits = self._fits_terminal(main, also, excluding)
+                if fits is not None:
+                    if not fits:
+                        return None
+                    return self.b.term(main, hint, also, excluding)
+            if not kept:
+                raise UnsupportedSchemaError("a JSON string terminal exceeds the automaton size limit",
+                                             keyword="pattern", pointer=pieces[0][0].pointer if pieces else "")
+            # drop the costliest piece: lengths first, then the last added
+            drop = next((pc for pc in kept if isinstance(pc[2], tuple) and pc[2][0] == "length"), kept[-1])
+            kept.remove(drop)
+            self.check(drop[0], drop[1], f"{drop[1]} together with the other string constraints needs too "
+                                         "large an automaton")
+
+    def _fits_terminal(self, main: str, also: tuple, excluding: tuple) -> bool | None:
+        """True if the terminal compiles and matches something, False if it matches nothing,
+        None if it is too large."""
+        key = (main, also, excluding)
+        if key not in self._fits:
+            from constrained.automata.byte_dfa import compile_terminal
+
+            try:
+                dfa = compile_terminal(main, also, excluding)
+                self._fits[key] = dfa.num_states > 1
+            except CompileLimitError:
+                self._fits[key] = None
+        return self._fits[key]
+
+    # ------------------------------------------------------------------ arrays
+    def _array(self, conj: Conjunction) -> list[tuple[str, ...]]:
         b, w = self.b, self.ws()
-        if schema.get("uniqueItems") is True:
-            raise UnsupportedSchemaError("uniqueItems: true needs a value-level check; not supported yet",
-                                         keyword="uniqueItems", pointer=pointer)
-        items = schema.get("items", True)
-        if isinstance(items, list):  # draft 2019 and earlier: a tuple
-            prefix, tail, tail_kw = items, schema.get("additionalItems", True), "additionalItems"
-        else:
-            prefix, tail, tail_kw = schema.get("prefixItems", []), items, "items"
-        lo, hi = schema.get("minItems", 0), schema.get("maxItems")
-        for k, v in (("minItems", lo), ("maxItems", hi)):
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
-                raise InvalidSchemaError(f"{k} must be a non-negative integer, not {v!r}", keyword=k,
-                                         pointer=pointer)
-        prefix_kw = "items" if isinstance(items, list) else "prefixItems"
-        element = [self.schema_nt(s, base, f"{pointer}/{prefix_kw}/{i}") for i, s in enumerate(prefix)]
-        tail_nt = self.schema_nt(tail, base, f"{pointer}/{tail_kw}")
+        lo, hi = 0, None
+        bound_part: Part | None = None
+        for p in conj:
+            for k in ("minItems", "maxItems"):
+                v = p.get(k)
+                if v is None:
+                    continue
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or v != int(v):
+                    raise InvalidSchemaError(f"{k} must be a non-negative integer, not {v!r}", keyword=k,
+                                             pointer=p.pointer)
+                if k == "minItems" and int(v) > lo:
+                    lo, bound_part = int(v), p
+                if k == "maxItems" and (hi is None or int(v) < hi):
+                    hi, bound_part = int(v), p
+            if p.get("uniqueItems") is True:
+                self.check(p, "uniqueItems", "uniqueItems is enforced by validation")
+            if p.has("contains"):
+                self.check(p, "contains", "contains (with minContains/maxContains) is enforced by validation")
+            if p.has("unevaluatedItems"):
+                self.check(p, "unevaluatedItems", "unevaluatedItems is enforced by validation")
+        n_prefix = tuple_length(conj)
+        element = [self.items_nt(item_items(conj, i, self.index), f"item{i}") for i in range(n_prefix)]
+        tail_nt = self.items_nt(item_items(conj, n_prefix, self.index), "items")
         # the longest possible array, and the positions that need their own nonterminal
         longest = hi
         for i, nt in enumerate(element):
@@ -416,22 +644,29 @@ class SchemaCompiler:
                 longest = i if longest is None else min(longest, i)
                 break
         if tail_nt is None:
-            longest = len(element) if longest is None else min(longest, len(element))
+            longest = n_prefix if longest is None else min(longest, n_prefix)
         if longest is not None and lo > longest:
             return []
-        distinct = max(len(element), lo) + 1
+        cap = self.options.max_repetition
+        if n_prefix > cap:
+            raise UnsupportedSchemaError(f"a tuple of {n_prefix} positions exceeds max_repetition={cap}",
+                                         keyword="prefixItems", pointer=conj[0].pointer)
+        if (longest is not None and longest > cap) or lo > cap - 1:
+            assert bound_part is not None
+            self.check(bound_part, "maxItems" if longest is not None and longest > cap else "minItems",
+                       f"array bounds beyond max_repetition={cap} unrolled positions")
+            if longest is not None and longest > cap:
+                longest = None if tail_nt is not None else longest
+            lo = min(lo, cap - 1)
+        distinct = max(n_prefix, lo) + 1
         if longest is not None:
             distinct = min(distinct, longest)
-        if max(distinct, longest or 0) > self.options.max_repetition:
-            raise UnsupportedSchemaError(f"array bounds need more than max_repetition="
-                                         f"{self.options.max_repetition} unrolled positions",
-                                         keyword="maxItems" if hi is not None else "minItems", pointer=pointer)
         last = longest if longest is not None else distinct   # positions 1..last get nonterminals
-        names = [b.fresh(f"{pointer.rsplit('/', 1)[-1] or 'arr'}_from{j}") for j in range(1, last + 1)]
+        names = [b.fresh(f"arr_from{j}") for j in range(1, last + 1)]
         comma = b.lit(",")
 
         def elem(j: int) -> str:
-            return element[j - 1] if j <= len(element) else tail_nt  # type: ignore[return-value]
+            return element[j - 1] if j <= n_prefix else tail_nt  # type: ignore[return-value]
 
         for j in range(1, last + 1):
             p = names[j - 1]
@@ -449,52 +684,79 @@ class SchemaCompiler:
             out.append((ls, *w, names[0], *w, rs))
         return out
 
-    def _object(self, schema: dict, base: str, pointer: str) -> list[tuple[str, ...]]:
+    # ------------------------------------------------------------------ objects
+    def _object(self, conj: Conjunction) -> list[tuple[str, ...]]:
         b, w = self.b, self.ws()
-        props = schema.get("properties", {})
-        required = schema.get("required", [])
-        if not isinstance(props, dict):
-            raise InvalidSchemaError("properties must be an object", keyword="properties", pointer=pointer)
-        if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
-            raise InvalidSchemaError("required must be an array of strings", keyword="required", pointer=pointer)
-        extra_schema = schema.get("additionalProperties", True if self.options.additional_properties else False)
-        extra = self.schema_nt(extra_schema, base, pointer + "/additionalProperties")
-        declared: list[tuple[str, str | None, bool]] = []  # (name, value nonterminal, required)
-        for name, sub in props.items():
-            nt = self.schema_nt(sub, base, f"{pointer}/properties/{escape_pointer_token(name)}")
-            if nt is None and name in required:
-                return []
-            if nt is not None:
-                declared.append((name, nt, name in required))
-        names = set(props)
-        for name in dict.fromkeys(required):
-            if name not in names:
-                if extra is None:
+        order: list[str] = []
+        required: list[str] = []
+        for p in conj:
+            props = p.get("properties", {})
+            if not isinstance(props, dict):
+                raise InvalidSchemaError("properties must be an object", keyword="properties", pointer=p.pointer)
+            order += [k for k in props if k not in order]
+            req = p.get("required", [])
+            if isinstance(req, bool):        # draft-03 spelling inside a property: not supported as such
+                self.check(p, "required", "draft-03 boolean required is enforced by validation")
+                req = []
+            if not isinstance(req, list) or not all(isinstance(r, str) for r in req):
+                raise InvalidSchemaError("required must be an array of strings", keyword="required",
+                                         pointer=p.pointer)
+            required += [r for r in req if r not in required]
+            pats = p.get("patternProperties", {})
+            if not isinstance(pats, dict):
+                raise InvalidSchemaError("patternProperties must be an object", keyword="patternProperties",
+                                         pointer=p.pointer)
+            for k in ("minProperties", "maxProperties", "dependentRequired", "dependentSchemas",
+                      "dependencies", "unevaluatedProperties"):
+                if p.has(k):
+                    self.check(p, k, f"{k} is enforced by validation")
+        names = order + [r for r in required if r not in order]
+        name_items = [(p.get("propertyNames"), p.loc.base, p.pointer + "/propertyNames")
+                      for p in conj if p.has("propertyNames")]
+        name_conj = self.flatten(name_items) if name_items else ()
+        declared: list[tuple[str, str, bool]] = []
+        for name in names:
+            ok_name = name_conj is not None and all(self.validators.is_valid(q.loc, name) for q in name_conj)
+            nt = self.items_nt(property_items(conj, name, self.index), "p_" + name) if ok_name else None
+            if nt is None:
+                if name in required:
                     return []
-                declared.append((name, extra, True))
-                names.add(name)
+                continue
+            declared.append((name, nt, name in required))
         colon, comma = b.lit(":"), b.lit(",")
+        extras = self._extra_members(conj, names, name_conj)
 
         def kv(name: str, value: str) -> tuple[str, ...]:
             return (b.term(json_string_regex(_literal_regex(name)), "KEY"), *w, colon, *w, value)
 
-        kvx: tuple[str, ...] | None = None
-        if extra is not None:
-            kvx = (b.term(json_string_regex(_none_of_regex(sorted(names))), "EXTRA_KEY"), *w, colon, *w, extra)
-        tag = pointer.rsplit("/", 1)[-1] or "obj"
+        kvxs = [(key, *w, colon, *w, value) for key, value in extras]
+        lb, rb = b.lit("{"), b.lit("}")
+        if self.options.property_order == "any" and declared:
+            # members in any order: a superset (repeats, missing required) checked when the object completes
+            self.check(conj[0], "properties", "property_order='any': required members and unique keys are "
+                                              "checked")
+            members = b.fresh("obj_members")
+            for member in [kv(name, value) for name, value, _ in declared] + kvxs:
+                b.rule(members, *member)
+                b.rule(members, members, *w, comma, *w, *member)
+            out = [(lb, *w, members, *w, rb)]
+            if not any(req for _, _, req in declared):
+                out.append((lb, *w, rb))
+            return out
         # A_i: properties i.. with nothing emitted yet; B_i: something already emitted
         n = len(declared)
-        a_names = [b.fresh(f"{tag}_a{i}") for i in range(n + 1)]
-        b_names = [b.fresh(f"{tag}_b{i}") for i in range(n + 1)]
+        a_names = [b.fresh(f"obj_a{i}") for i in range(n + 1)]
+        b_names = [b.fresh(f"obj_b{i}") for i in range(n + 1)]
         a_end, b_end = a_names[n], b_names[n]
         b.rule(b_end)
         b.rule(a_end)
-        if kvx is not None:
-            more = b.fresh(f"{tag}_extras")
+        if kvxs:
+            more = b.fresh("obj_extras")
             b.rule(more)
-            b.rule(more, more, *w, comma, *w, *kvx)
-            b.rule(b_end, *w, comma, *w, *kvx, more)
-            b.rule(a_end, *kvx, more)
+            for kvx in kvxs:
+                b.rule(more, more, *w, comma, *w, *kvx)
+                b.rule(b_end, *w, comma, *w, *kvx, more)
+                b.rule(a_end, *kvx, more)
         for i in range(n - 1, -1, -1):
             name, value, req = declared[i]
             b.rule(a_names[i], *kv(name, value), b_names[i + 1])
@@ -502,23 +764,141 @@ class SchemaCompiler:
             if not req:
                 b.rule(a_names[i], a_names[i + 1])
                 b.rule(b_names[i], b_names[i + 1])
-        lb, rb = b.lit("{"), b.lit("}")
         return [(lb, *w, a_names[0], *w, rb)]
+
+    def _extra_members(self, conj: Conjunction, names: list[str],
+                       name_conj: Conjunction | None) -> list[tuple[str, str]]:
+        """``(key terminal, value nonterminal)`` for members whose key is not declared."""
+        if name_conj is None:
+            return []
+        key_pieces: list = []
+        declared_names = (json_string_regex("(?:" + "|".join(_literal_regex(n) for n in names) + ")"),) \
+            if names else ()
+        for q in name_conj:
+            other = [k for k in q.keywords() if k not in ANNOTATIONS and k not in
+                     ("pattern", "minLength", "maxLength", "format", "type")]
+            if other or q.get("type", "string") not in ("string", ["string"]):
+                self.check(q, "propertyNames", "propertyNames beyond pattern/length/format is enforced by "
+                                               "validation")
+        strings = self._string_regexes(tuple(q for q in name_conj), key=True) if name_conj else []
+        if strings is None:
+            return []
+        key_pieces += strings
+        pattern_parts = [p for p in conj if p.get("patternProperties")]
+        default_extra = True if self.options.additional_properties else False
+        others = [(p.get("additionalProperties", default_extra), p.loc.base, p.pointer + "/additionalProperties")
+                  for p in conj if p not in pattern_parts and (p.has("additionalProperties") or not default_extra)]
+        out: list[tuple[str, str]] = []
+
+        def add(pieces: list, excluding: tuple[str, ...], items: list, hint: str) -> None:
+            value = self.items_nt(items, hint)
+            if value is None:
+                return
+            key = self._string_terminal(pieces, "EXTRA_KEY", excluding=declared_names + excluding)
+            if key is not None:
+                out.append((key, value))
+
+        if not pattern_parts:
+            add(key_pieces, (), others, "extra")
+            return out
+        exact = len(pattern_parts) == 1 and len(pattern_parts[0].get("patternProperties")) <= MAX_KEY_PATTERNS
+        pp = pattern_parts[0]
+        pats = list(pp.get("patternProperties"))
+        regexes: dict[str, str] = {}
+        if exact:
+            try:
+                regexes = {pat: json_string_regex(pattern_search_regex(pat)) for pat in pats}
+            except ConstrainedError:
+                exact = False
+        if exact:
+            pp_add = ([(pp.get("additionalProperties"), pp.loc.base, pp.pointer + "/additionalProperties")]
+                      if pp.has("additionalProperties") else
+                      ([] if default_extra else [(False, pp.loc.base, pp.pointer)]))
+            for r in range(len(pats) + 1):
+                for subset in combinations(pats, r):
+                    also = [(pp, "patternProperties", ("encoded", regexes[pat])) for pat in subset]
+                    excluding = tuple(regexes[pat] for pat in pats if pat not in subset)
+                    items = [(pp.get("patternProperties")[pat], pp.loc.base,
+                              f"{pp.pointer}/patternProperties/{_ptr(pat)}") for pat in subset]
+                    add(key_pieces + also, excluding, items + (others if subset else pp_add + others),
+                        f"pp{r}")
+            return out
+        for p in pattern_parts:
+            self.check(p, "patternProperties", "several patternProperties are compiled as a union of their "
+                                               "value schemas")
+        value_nt = self.b.fresh("extra_value")
+        alternatives = []
+        for p in pattern_parts:
+            for pat, sub in p.get("patternProperties").items():
+                alternatives.append([(sub, p.loc.base, f"{p.pointer}/patternProperties/{_ptr(pat)}")])
+            if p.has("additionalProperties"):
+                alternatives.append([(p.get("additionalProperties"), p.loc.base,
+                                      p.pointer + "/additionalProperties")])
+        if not all(p.has("additionalProperties") for p in pattern_parts):
+            alternatives.append([])
+        rhs = [nt for alt in alternatives if (nt := self.items_nt(alt + others, "extra")) is not None]
+        if not rhs:
+            return out
+        for nt in dict.fromkeys(rhs):
+            self.b.rule(value_nt, nt)
+        key = self._string_terminal(key_pieces, "EXTRA_KEY", excluding=declared_names)
+        if key is not None:
+            out.append((key, value_nt))
+        return out
 
 
 # ---------------------------------------------------------------------- helpers
-def _tightest(inclusive: Any, exclusive: Any, pick) -> tuple[Any, bool]:
-    """The tighter of an inclusive and an exclusive bound (``pick`` = max for lower bounds)."""
-    if inclusive is None:
-        return exclusive, exclusive is not None
-    if exclusive is None:
-        return inclusive, False
+def _tightest_all(bounds: list[tuple[Any, bool]], *, lower: bool) -> tuple[Any, bool]:
+    """The tightest of several ``(value, exclusive)`` bounds (``lower``: the largest)."""
     from fractions import Fraction
 
-    if Fraction(exclusive) == Fraction(inclusive):
-        return exclusive, True
-    chosen = pick(Fraction(inclusive), Fraction(exclusive))
-    return (exclusive, True) if chosen == Fraction(exclusive) else (inclusive, False)
+    best: tuple[Any, bool] = (None, False)
+    for value, exclusive in bounds:
+        if best[0] is None:
+            best = (value, exclusive)
+            continue
+        a, b = Fraction(value), Fraction(best[0])
+        if (a > b if lower else a < b) or (a == b and exclusive):
+            best = (value, exclusive)
+    return best
+
+
+def _kinds_of(t: Any, pointer: str) -> set[str]:
+    """The value kinds a ``type`` keyword allows."""
+    types = [t] if isinstance(t, str) else t
+    if not isinstance(types, list) or not all(isinstance(x, str) and x in JSON_TYPES for x in types):
+        raise InvalidSchemaError(f"type must be one of {JSON_TYPES} or a list of them, not {t!r}",
+                                 keyword="type", pointer=pointer)
+    return {k for x in types for k in _KINDS[x]}
+
+
+def _value_kinds(value: Any) -> set[str]:
+    if isinstance(value, bool):
+        return {"boolean"}
+    if value is None:
+        return {"null"}
+    if isinstance(value, (int, float)):
+        return {"integer"} if float(value).is_integer() else {"fraction"}
+    return {{str: "string", list: "array", dict: "object"}.get(type(value), "null")}
+
+
+def _productive(rules: list[Rule], terminals: set[str]) -> list[Rule]:
+    """The rules whose symbols all derive some string (recursion without a base case drops out)."""
+    productive: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for r in rules:
+            if r.lhs not in productive and all(s in terminals or s in productive for s in r.rhs):
+                productive.add(r.lhs)
+                changed = True
+    return [r for r in rules if r.lhs in productive and all(s in terminals or s in productive for s in r.rhs)]
+
+
+def _ptr(token: str) -> str:
+    from constrained.json_schema.resolver import escape_pointer_token
+
+    return escape_pointer_token(token)
 
 
 def _float_safe_bound(bound: Any, exclusive: bool, *, upward: bool) -> float | None:
@@ -548,40 +928,6 @@ def _float_safe_bound(bound: Any, exclusive: bool, *, upward: bool) -> float | N
 def _literal_regex(text: str) -> str:
     """A Python regex matching exactly ``text`` (every character literal)."""
     return "".join(f"\\U{ord(c):08x}" if not c.isalnum() else c for c in text) if text else "(?:)"
-
-
-def _none_of_regex(names: list[str]) -> str:
-    """A Python regex matching every string except the given ones (a trie complement)."""
-    if not names:
-        return "[\\s\\S]*"
-    trie: dict = {}
-    for name in names:
-        node = trie
-        for ch in name:
-            node = node.setdefault(ch, {})
-        node[""] = {}
-
-    def walk(node: dict) -> str:
-        children = sorted(k for k in node if k)
-        parts = []
-        if "" not in node:
-            parts.append("")                                     # the prefix itself is not a name
-        excluded = "".join(f"\\U{ord(c):08x}" for c in children)
-        parts.append(f"[^{excluded}][\\s\\S]*" if excluded else "[\\s\\S]+")
-        for ch in children:
-            parts.append(f"\\U{ord(ch):08x}(?:{walk(node[ch])})")
-        return "|".join(parts)
-
-    return f"(?:{walk(trie)})"
-
-
-def _json_type_ok(value: Any, types: list[str]) -> bool:
-    kind = {type(None): "null", bool: "boolean", str: "string", list: "array", dict: "object"}.get(type(value))
-    if kind is None:
-        if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
-            return "integer" in types or "number" in types
-        return "number" in types
-    return kind in types
 
 
 def _json_equal(a: Any, b: Any) -> bool:

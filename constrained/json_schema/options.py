@@ -25,10 +25,12 @@ class JsonSchemaOptions:
     * ``whitespace``: ``"bounded"`` (default; JSON whitespace ``[ \\t\\n\\r]`` up to
       ``max_whitespace`` bytes per gap), ``"compact"`` (none) or ``"any"``
       (unbounded, as RFC 8259 allows).  Never before or after the top-level value.
-    * ``property_order``: ``"schema"`` (default and, for now, the only order):
-      declared ``properties`` in schema order, then other keys.  A sound
-      restriction: every produced object is valid, some valid orders are not
-      produced.
+    * ``property_order``: ``"schema"`` (default): declared ``properties`` in
+      schema order, then other keys — a sound restriction (every produced object
+      is valid, some valid orders are not produced); or ``"any"``: members in any
+      order (the grammar allows every order; required members and unique keys are
+      then value checks when the object completes) — for validating JSON written
+      by others, e.g. the MaskBench protocol.
     * ``additional_properties``: what an absent ``additionalProperties`` means:
       ``True`` per the specification (default) or ``False`` (XGrammar's strict
       mode: only declared properties).
@@ -36,6 +38,11 @@ class JsonSchemaOptions:
       ``format`` as an annotation, so an unknown format constrains nothing and is
       reported in the compile notes) or ``"error"``.
     * ``max_repetition``: the largest ``minItems``/``maxItems`` unrolled into rules.
+    * ``value_checks``: ``True`` (default): keywords a grammar cannot express
+      (``uniqueItems``, overlapping ``oneOf``, ``not``, ``multipleOf``, ...) are
+      over-approximated by the grammar and validated when their value completes
+      (`constrained.json_schema.value_checks`); ``False``: such schemas are refused
+      with `UnsupportedSchemaError` (a pure grammar, e.g. to export).
 
     Example:
         >>> JsonSchemaOptions(whitespace="compact").whitespace
@@ -44,18 +51,19 @@ class JsonSchemaOptions:
 
     whitespace: Literal["bounded", "compact", "any"] = "bounded"
     max_whitespace: int = DEFAULT_MAX_WHITESPACE
-    property_order: Literal["schema"] = "schema"
+    property_order: Literal["schema", "any"] = "schema"
     additional_properties: bool = True
     unknown_formats: Literal["annotation", "error"] = "annotation"
     max_repetition: int = 256
+    value_checks: bool = True
 
     def __post_init__(self) -> None:
         if self.whitespace not in ("bounded", "compact", "any"):
             raise OptionError(f"whitespace must be 'bounded', 'compact' or 'any', not {self.whitespace!r}")
         if self.max_whitespace < 1:
             raise OptionError(f"max_whitespace must be >= 1, not {self.max_whitespace}")
-        if self.property_order != "schema":
-            raise OptionError(f"property_order must be 'schema', not {self.property_order!r}")
+        if self.property_order not in ("schema", "any"):
+            raise OptionError(f"property_order must be 'schema' or 'any', not {self.property_order!r}")
         if self.unknown_formats not in ("annotation", "error"):
             raise OptionError(f"unknown_formats must be 'annotation' or 'error', not {self.unknown_formats!r}")
         if self.max_repetition < 1:

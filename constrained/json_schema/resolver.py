@@ -104,6 +104,14 @@ class SchemaIndex:
                     self._walk(sub, base, f"{child_ptr}/{i}", resource, f"{child_rptr}/{i}")
 
     # ------------------------------------------------------------------ queries
+    def all_located(self) -> list[Located]:
+        """Every sub-schema object of the document, located."""
+        return list(self._located.values())
+
+    def resources(self) -> dict[str, Located]:
+        """Every schema resource of the document by its URI."""
+        return dict(self._resources)
+
     def locate(self, schema: Any) -> Located | None:
         """Where ``schema`` (an object of this document) sits, if it was walked."""
         return self._located.get(id(schema))

@@ -1,0 +1,79 @@
+"""Validating JSON values against located sub-schemas with `jsonschema`.
+
+The reference semantics of every keyword the grammar cannot express exactly:
+enum values are filtered through it at compile time, and value-level checks
+(`constrained.json_schema.value_checks`) call it when a value completes.  Each
+sub-schema is validated *in place* — with a ``$ref``-resolver over a
+registry holding the whole document, with the sub-schema's base URI — so
+relative references and ``$id`` scopes resolve exactly as in the document.
+Format checking is on.  A validator that raises counts as a rejection (sound:
+never an invalid value accepted).
+
+Example:
+    >>> from constrained.json_schema.resolver import SchemaIndex
+    >>> idx = SchemaIndex({"$defs": {"even": {"type": "integer", "multipleOf": 2}}})
+    >>> v = SchemaValidators(idx)
+    >>> loc = idx.locate(idx.document["$defs"]["even"])
+    >>> v.is_valid(loc, 4), v.is_valid(loc, 3)
+    (True, False)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from constrained.json_schema.resolver import Located, SchemaIndex
+
+
+class SchemaValidators:
+    """One `jsonschema` validator per located sub-schema of a document (built lazily)."""
+
+    def __init__(self, index: SchemaIndex) -> None:
+        self.index = index
+        self._cls = None
+        self._registry = None
+        self._validators: dict[str, Any] = {}
+
+    def _setup(self) -> None:
+        import jsonschema
+        from referencing import Registry, Resource
+        from referencing.jsonschema import DRAFT4, DRAFT6, DRAFT7, DRAFT202012
+
+        doc = self.index.document
+        cls = jsonschema.validators.validator_for(doc, default=jsonschema.Draft202012Validator) \
+            if isinstance(doc, dict) else jsonschema.Draft202012Validator
+        spec = {jsonschema.Draft4Validator: DRAFT4, jsonschema.Draft6Validator: DRAFT6,
+                jsonschema.Draft7Validator: DRAFT7}.get(cls, DRAFT202012)
+        resource = Resource.from_contents(doc, default_specification=spec)
+        registry = Registry().with_resource(self.index.root_uri, resource)
+        for uri, loc in self.index.resources().items():
+            if uri != self.index.root_uri and isinstance(loc.schema, (dict, bool)):
+                registry = registry.with_resource(uri, Resource.from_contents(loc.schema,
+                                                                              default_specification=spec))
+        self._cls, self._registry = cls, registry.crawl()
+
+    def validator(self, loc: Located):
+        """The validator of the sub-schema at ``loc``."""
+        ref = f"{loc.resource}#{loc.resource_pointer}"
+        v = self._validators.get(ref)
+        if v is None:
+            if self._cls is None:
+                self._setup()
+            cls = self._cls
+            registry = self._registry
+            if loc.resource_pointer == "":
+                v = cls(loc.schema, registry=registry, format_checker=cls.FORMAT_CHECKER)  # type: ignore
+            else:
+                # the sub-schema itself, resolving against its base URI: no pointer walk (referencing
+                # trips over legacy "id" properties when it walks one)
+                v = cls(loc.schema, registry=registry, format_checker=cls.FORMAT_CHECKER,  # type: ignore
+                        _resolver=registry.resolver(base_uri=loc.base))  # type: ignore[union-attr]
+            self._validators[ref] = v
+        return v
+
+    def is_valid(self, loc: Located, value: Any) -> bool:
+        """Whether ``value`` satisfies the sub-schema at ``loc``."""
+        try:
+            return bool(self.validator(loc).is_valid(value))
+        except Exception:  # noqa: BLE001 - a validator that cannot decide never accepts
+            return False

@@ -1,0 +1,149 @@
+"""Value-level checks: keywords the grammar over-approximates are validated when values complete.
+
+Exactness against jsonschema on generated values (hypothesis), the mask against
+token-by-token `allows`, fork/rollback, EOS for top-level scalars, and the
+property_order='any' mode."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from constrained import Grammar, TokenVocabulary, compile_grammar
+from constrained.engine.checked import CheckedMatcher
+from constrained.json_schema.compiler import compile_json_schema
+from constrained.masks import unpack_mask
+
+BYTES = TokenVocabulary.from_token_bytes([bytes([b]) for b in range(1, 256)] + [b""], eos_ids=[255])
+# a few multi-byte tokens so that one token can complete several values at once
+CHUNKY = TokenVocabulary.from_token_bytes(
+    [bytes([b]) for b in range(32, 127)] + [b"]]", b"],", b"]}", b"}]", b"[]", b"{}", b'"}', b"1]", b", ", b"[1",
+                                            b'"a"', b'": ', b""], eos_ids=[107])
+
+CHECKED = [
+    {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 3}, "uniqueItems": True},
+    {"type": "array", "items": {"type": "array", "items": {"enum": [1, 2]}, "uniqueItems": True}},
+    {"oneOf": [{"type": "integer", "multipleOf": 2}, {"type": "integer", "multipleOf": 3}]},
+    {"type": "integer", "not": {"enum": [1, 4]}, "minimum": 0, "maximum": 6},
+    {"type": "array", "contains": {"const": 2}, "minContains": 2, "items": {"type": "integer", "maximum": 3}},
+    {"type": "object", "patternProperties": {"^a": {"type": "integer"}, "b$": {"minimum": 2}},
+     "additionalProperties": {"type": "string"}},
+    {"type": "object", "properties": {"n": {"type": "integer"}},
+     "if": {"properties": {"n": {"minimum": 2}}}, "then": {"required": ["m"]}, "else": {"maxProperties": 1}},
+    {"type": "object", "minProperties": 1, "maxProperties": 2, "propertyNames": {"maxLength": 2}},
+]
+
+small_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-2, 7) | st.sampled_from(["", "a", "ab", "b", "xb", "é"]),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from(["a", "ab", "b", "n", "m", "zb"]),
+                                                                inner, max_size=3),
+    max_leaves=8)
+
+
+@pytest.mark.parametrize("index", range(len(CHECKED)))
+@settings(max_examples=150, deadline=None)
+@given(value=small_json)
+def test_checked_schemas_accept_exactly_the_valid_values(index: int, value) -> None:
+    schema = CHECKED[index]
+    cg = _compiled(index)
+    valid = jsonschema.Draft202012Validator(schema).is_valid(value)
+    text = json.dumps(value).encode()
+    if isinstance(value, dict) and list(value) != sorted(value, key=lambda k: _order(schema, k)):
+        return  # members out of schema order: a documented sound restriction
+    assert cg.accepts_bytes(text) == valid, (schema, text)
+
+
+def _order(schema: dict, key: str) -> int:
+    props = list(schema.get("properties", {}))
+    return props.index(key) if key in props else len(props)
+
+
+_CACHE: dict = {}
+
+
+def _compiled(index: int, vocab=BYTES, **options):
+    key = (index, vocab.content_hash(), tuple(sorted(options.items())))
+    if key not in _CACHE:
+        _CACHE[key] = compile_grammar(compile_json_schema(CHECKED[index], **options).grammar, vocab, cache_dir=None)
+    return _CACHE[key]
+
+
+@pytest.mark.parametrize("index", range(len(CHECKED)))
+def test_mask_equals_allows_and_walks_stay_valid(index: int) -> None:
+    """On a vocabulary with multi-byte tokens: the mask bit of every token equals `allows`,
+    advancing keeps them consistent, and every accepted walk validates."""
+    import random
+
+    cg = _compiled(index, CHUNKY)
+    validator = jsonschema.Draft202012Validator(CHECKED[index])
+    rng = random.Random(index)
+    finished = 0
+    for _ in range(40):
+        m = cg.matcher()
+        assert isinstance(m, CheckedMatcher) == (index != 5)   # two patternProperties compile exactly
+        for _step in range(30):
+            bits = unpack_mask(m.mask(), len(CHUNKY))
+            allowed = [t for t in range(len(CHUNKY)) if m.allows(t)]
+            assert sorted(allowed) == [int(t) for t in bits.nonzero()[0]]
+            if not allowed:
+                break
+            t = rng.choice(allowed)
+            assert m.advance(t)
+            if m.is_terminated():
+                text = b"".join(CHUNKY.token_bytes[t] for t in m.tokens)
+                assert validator.is_valid(json.loads(text))
+                finished += 1
+                break
+    assert finished or index in (1, 4, 5, 6, 7)
+
+
+def test_the_token_completing_a_duplicate_is_refused_and_fork_rollback_agree() -> None:
+    cg = _compiled(0, CHUNKY)
+    enc = {b: i for i, b in enumerate(CHUNKY.token_bytes)}
+    m = cg.matcher()
+    for piece in (b"[1", b", ", b"2", b", ", b"1"):
+        assert m.advance(enc[piece])
+    assert not m.allows(enc[b"]"]) and not m.allows(enc[b"]]"])       # [1, 2, 1] is not unique
+    assert m.allows(enc[b","])
+    f = m.fork()
+    f.rollback(1)
+    assert f.text == b"[1, 2, " and f.advance(enc[b"3"]) and f.allows(enc[b"]"])
+    assert m.text == b"[1, 2, 1" and not m.allows(enc[b"]"])          # the fork changed nothing
+    assert f.advance(enc[b"]"]) and f.is_accepting()
+
+
+def test_top_level_scalars_are_checked_at_the_end() -> None:
+    cg = _compiled(3, CHUNKY)
+    enc = {b: i for i, b in enumerate(CHUNKY.token_bytes)}
+    eos = CHUNKY.eos_ids[0]
+    m = cg.matcher()
+    assert m.advance(enc[b"4"]) and not m.is_accepting() and not m.allows(eos)
+    assert not unpack_mask(m.mask(), len(CHUNKY))[eos]
+    m.rollback()
+    assert m.advance(enc[b"5"]) and m.is_accepting() and unpack_mask(m.mask(), len(CHUNKY))[eos]
+
+
+def test_property_order_any_checks_required_and_duplicate_keys() -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+              "required": ["a"], "additionalProperties": False}
+    ordered = compile_grammar(Grammar.from_json_schema(schema), BYTES, cache_dir=None)
+    anyorder = compile_grammar(Grammar.from_json_schema(schema, property_order="any"), BYTES, cache_dir=None)
+    assert ordered.accepts_bytes(b'{"a": 1, "b": "x"}') and not ordered.accepts_bytes(b'{"b": "x", "a": 1}')
+    assert anyorder.accepts_bytes(b'{"a": 1, "b": "x"}') and anyorder.accepts_bytes(b'{"b": "x", "a": 1}')
+    assert not anyorder.accepts_bytes(b'{"b": "x"}')                    # required
+    assert not anyorder.accepts_bytes(b'{"a": 1, "a": 2}')              # duplicate key
+    assert not anyorder.accepts_bytes(b'{"a": 1, "c": 2}')              # additionalProperties: false
+
+
+def test_checks_are_reported_and_can_be_refused() -> None:
+    c = compile_json_schema(CHECKED[0])
+    assert c.checked == [("", "uniqueItems")]
+    assert c.grammar.checks is not None
+    pure = compile_json_schema({"type": "array", "items": {"type": "integer"}})
+    assert pure.checked == [] and pure.grammar.checks is None
+    assert c.grammar.content_hash() != compile_json_schema({"type": "array", "items": {
+        "type": "integer", "minimum": 0, "maximum": 3}}).grammar.content_hash()
