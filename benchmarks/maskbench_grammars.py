@@ -24,13 +24,9 @@ time distribution next to it, and prints the Markdown table for RESULTS.md.
 
 from __future__ import annotations
 
-import os
-
-for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "RAYON_NUM_THREADS"):
-    os.environ.setdefault(_v, "1")
+import _common  # noqa: F401  (first: pins numeric libraries to one thread)
 
 import argparse  # noqa: E402
-import gzip  # noqa: E402
 import json  # noqa: E402
 import random  # noqa: E402
 import tempfile  # noqa: E402
@@ -38,14 +34,13 @@ import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
+from _common import DEFAULT_DATA, DEFAULT_VOCAB, REPO, load_vocabulary, read_maskbench, summarize  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 from constrained import Grammar, TokenVocabulary, compile_grammar  # noqa: E402
 from constrained.automata.byte_dfa import compile_regex  # noqa: E402
 from constrained.engine.token_tables import TokenTables  # noqa: E402
 from constrained.grammar.derivations import random_string  # noqa: E402
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def _forget_memory_caches() -> None:
@@ -74,39 +69,28 @@ def walk(cg, ids: list[int], eos: int, times: list[float]) -> bool:
     return True
 
 
-def summarize(times: list[float]) -> dict[str, float]:
-    a = np.asarray(times) * 1e6
-    return {"tokens": int(a.size), "mean_us": float(a.mean()), "p50_us": float(np.percentile(a, 50)),
-            "p90_us": float(np.percentile(a, 90)), "p99_us": float(np.percentile(a, 99)),
-            "p999_us": float(np.percentile(a, 99.9)), "max_us": float(a.max())}
-
-
 def json_cases(data: Path, limit: int | None) -> list[list[str]]:
     cases = []
-    with gzip.open(data, "rt", encoding="utf-8") as f:
-        for line in f:
-            row = json.loads(line)
-            texts = [json.dumps(t["data"], separators=(",", ":"), ensure_ascii=False)
-                     for t in row["tests"] if t["valid"]]
-            if texts:
-                cases.append(texts)
-            if limit and len(cases) >= limit:
-                break
+    for row in read_maskbench(data):
+        texts = [json.dumps(t["data"], separators=(",", ":"), ensure_ascii=False)
+                 for t in row["tests"] if t["valid"]]
+        if texts:
+            cases.append(texts)
+        if limit and len(cases) >= limit:
+            break
     return cases
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--vocab", default=str(REPO.parent / "shared/data/tokenizers/llama3"))
-    ap.add_argument("--data", default=str(REPO.parent / "shared/data/maskbench/dev.jsonl.gz"))
+    ap.add_argument("--vocab", default=str(DEFAULT_VOCAB))
+    ap.add_argument("--data", default=str(DEFAULT_DATA))
     ap.add_argument("--limit", type=int, default=None, help="number of MaskBench schemas (default: all)")
     ap.add_argument("--strings", type=int, default=100, help="generated strings per other grammar")
     ap.add_argument("--out", default=str(REPO / "benchmarks/results/maskbench_grammars.json"))
     args = ap.parse_args()
 
-    from transformers import AutoTokenizer
-
-    vocab = TokenVocabulary.from_hf(AutoTokenizer.from_pretrained(args.vocab))
+    vocab = load_vocabulary(args.vocab)
     eos = vocab.eos_ids[0]
     results: dict[str, dict] = {"vocab": args.vocab, "vocab_size": len(vocab)}
     per_token: dict[str, list[float]] = {}
