@@ -103,15 +103,18 @@ class CompiledGrammar:
 
 
 def compile_grammar(grammar: Grammar, vocab, *, cache_dir: str | Path | None = _DEFAULT,  # type: ignore[assignment]
-                    max_dfa_states: int = DEFAULT_MAX_STATES, precompute: bool = True,
+                    max_dfa_states: int = DEFAULT_MAX_STATES, precompute: bool | None = None,
                     max_mask_memory: int = DEFAULT_MASK_MEMORY) -> CompiledGrammar:
     """Compile ``grammar`` for ``vocab``.
 
     ``cache_dir`` holds per-vocabulary token tables (default
     ``$CONSTRAINED_CACHE_DIR`` or ``~/.cache/constrained``; ``None`` disables the
     disk cache).  ``max_dfa_states`` bounds each terminal's automaton (a larger
-    one raises `CompileLimitError`).  With ``precompute`` the token tables of
-    every terminal are built now, so later masks never pay for them.
+    one raises `CompileLimitError`).  Token tables (per terminal DFA state) are
+    built when a mask first needs them and shared by every state with the same
+    residual language; ``precompute=True`` builds every state's table now (and
+    saves it to the disk cache), so later masks never pay for them; the default
+    (None) only loads tables already on disk.
     ``max_mask_memory`` bounds the bytes of memoised masks (beyond it they are
     dropped and recomputed on demand; parser states are always kept).
 
@@ -149,10 +152,12 @@ def compile_grammar(grammar: Grammar, vocab, *, cache_dir: str | Path | None = _
         dfas.append(dfa)
     cdir = default_cache_dir() if cache_dir is _DEFAULT else (None if cache_dir is None else Path(cache_dir))
     token_tables = TokenTables.for_vocabulary(vocab, cdir)
-    if precompute:
-        for dfa in dfas:
-            if dfa is not None:
+    for dfa in dfas:
+        if dfa is not None:
+            if precompute:
                 token_tables.ensure(dfa)
+            elif precompute is None:
+                token_tables.load_cached(dfa)
     eos = np.asarray(sorted(vocab.eos_ids), dtype=np.int64)
     recognizer = Recognizer(parser, dfas, tables.num_terminals, token_tables, eos,  # type: ignore[arg-type]
                             max_mask_memory=max_mask_memory)

@@ -62,8 +62,14 @@ class TokenTables:
         self.size = len(vocab)
         self.nbytes = ((self.size + 31) // 32) * 4
         self.text_tokens = np.nonzero(self.lengths > 0)[0].astype(np.int64)
+        # text tokens grouped by first byte: a state only scans tokens whose first byte it can read
+        first = self.byte_matrix[self.text_tokens, 0] if len(self.text_tokens) else np.zeros(0, np.uint8)
+        order = np.argsort(first, kind="stable")
+        self._by_first = self.text_tokens[order]
+        self._first_bounds = np.searchsorted(first[order], np.arange(257))
         self.cache_dir = None if cache_dir is None else Path(cache_dir) / "tables" / vocab.content_hash()[:24]
         self._tables: dict[str, dict[int, StateTokenTable]] = {}
+        self._by_residual: dict[str, StateTokenTable] = {}
         self._lock = threading.Lock()
         self.crossing = CrossingSets(self.byte_matrix, self.lengths, self.size)
 
@@ -77,11 +83,35 @@ class TokenTables:
             return hit
 
     def get(self, dfa: ByteDFA, state: int) -> StateTokenTable:
-        """The table for ``state`` of ``dfa`` (computed for the whole DFA on first use)."""
+        """The table for ``state`` of ``dfa``, computed on first use.
+
+        A table depends only on the state's *residual* automaton (what the DFA
+        does from there), so tables are shared by residual digest across every
+        DFA of the vocabulary: the body of a string is one table whether it sits
+        in ``STRING``, in a key that excludes declared names or in a pattern."""
         per = self._tables.get(dfa.digest)
         if per is None:
-            per = self.ensure(dfa)
-        return per[state]
+            with self._lock:
+                per = self._tables.setdefault(dfa.digest, self._load(dfa) or {})
+        table = per.get(state)
+        if table is None:
+            key = residual_digest(dfa, state)
+            table = self._by_residual.get(key)
+            if table is None:
+                table = self._by_residual[key] = self._compute(dfa, state)
+            per[state] = table
+        return table
+
+    def load_cached(self, dfa: ByteDFA) -> bool:
+        """Load the tables of ``dfa`` from the disk cache if they are there (no computing)."""
+        if dfa.digest in self._tables:
+            return True
+        per = self._load(dfa)
+        if per is None:
+            return False
+        with self._lock:
+            self._tables.setdefault(dfa.digest, per)
+        return True
 
     def crossing_root(self, dfa: ByteDFA, state: int) -> CrossingSet:
         """The crossing candidates of ``state`` of ``dfa`` as a `CrossingSet` (shared)."""
@@ -99,13 +129,20 @@ class TokenTables:
                 return per
             per = self._load(dfa)
             if per is None:
-                per = {q: self._compute(dfa, q) for q in range(1, dfa.num_states)}
+                known = self._tables.get(dfa.digest, {})
+                per = {q: known[q] if q in known else self._compute(dfa, q) for q in range(1, dfa.num_states)}
                 self._save(dfa, per)
             self._tables[dfa.digest] = per
             return per
 
     def _compute(self, dfa: ByteDFA, state: int) -> StateTokenTable:
-        toks = self.text_tokens
+        live = np.flatnonzero(dfa.transitions[state] != 0)
+        if live.size == 256:
+            toks = self.text_tokens
+        else:   # a token whose first byte is dead here is neither inside nor crossing
+            b = self._first_bounds
+            toks = np.sort(np.concatenate([self._by_first[b[x]:b[x + 1]] for x in live])) if live.size \
+                else self.text_tokens[:0]
         live_end, si, sp = scan_tokens(dfa, state, toks, np.zeros(len(toks), np.int64),
                                        self.byte_matrix, self.lengths)
         inside_bits = np.zeros(self.size, dtype=bool)
@@ -164,3 +201,29 @@ class TokenTables:
             os.replace(tmp, path)
         except OSError:
             pass  # a read-only or full cache directory only costs recomputation
+
+
+def residual_digest(dfa: ByteDFA, state: int) -> str:
+    """The identity of the language accepted from ``state`` (a canonical numbering of
+    the states reachable from it; equal for equal residual languages of minimal DFAs)."""
+    import hashlib
+
+    table, accepting = dfa.transitions, dfa.accepting
+    number = np.full(dfa.num_states, -1, dtype=np.int64)
+    number[0] = 0
+    number[state] = 1
+    order = [state]
+    i = 0
+    while i < len(order):
+        row = table[order[i]]
+        fresh = row[number[row] < 0]
+        if fresh.size:
+            _, first = np.unique(fresh, return_index=True)
+            for q in fresh[np.sort(first)]:
+                number[q] = len(order) + 1
+                order.append(int(q))
+        i += 1
+    states = np.asarray(order)
+    h = hashlib.sha256(number[table[states]].astype(np.int32).tobytes())
+    h.update(accepting[states].tobytes())
+    return h.hexdigest()

@@ -88,36 +88,43 @@ class _Profiles:
     and tokens that open and close a container inside themselves."""
 
     def __init__(self, vocab) -> None:
-        mat = vocab.byte_matrix
-        lengths = vocab.lengths
-        n, width = mat.shape
-        self.closes: list[list[np.ndarray]] = []
-        self.internal: list[np.ndarray] = []
         from constrained.masks import pack_mask
 
+        lengths = vocab.lengths
+        order = np.argsort(-lengths, kind="stable")          # longest first: column j touches a prefix
+        mat = vocab.byte_matrix[order]
+        counts = np.searchsorted(-lengths[order], -np.arange(mat.shape[1]), side="right")
+        n = len(lengths)
+        self.closes: list[list[np.ndarray]] = []
+        self.internal: list[np.ndarray] = []
         for start in (OUT, STR, ESC):
             mode = np.full(n, start, dtype=np.int8)
             depth = np.zeros(n, dtype=np.int32)
             low = np.zeros(n, dtype=np.int32)
             inner = np.zeros(n, dtype=bool)
-            for j in range(width):
-                live = j < lengths
-                c = mat[:, j]
-                out = live & (mode == OUT)
-                s = live & (mode == STR)
-                e = live & (mode == ESC)
+            for j in range(mat.shape[1]):
+                k = int(counts[j])                          # tokens longer than j
+                if k == 0:
+                    break
+                c, m, d = mat[:k, j], mode[:k], depth[:k]
+                out, s, e = m == OUT, m == STR, m == ESC
                 opening = out & ((c == 0x7B) | (c == 0x5B))
                 closing = out & ((c == 0x7D) | (c == 0x5D))
-                inner |= closing & (depth > low)
-                depth = depth + opening - closing
-                low = np.minimum(low, depth)
-                mode = np.where(out & (c == 0x22), STR, mode)
-                mode = np.where(s & (c == 0x22), OUT, mode)
-                mode = np.where(s & (c == 0x5C), ESC, mode)
-                mode = np.where(e, STR, mode).astype(np.int8)
-            closes = -low
+                inner[:k] |= closing & (d > low[:k])
+                d += opening
+                d -= closing
+                np.minimum(low[:k], d, out=low[:k])
+                quote, slash = c == 0x22, c == 0x5C
+                m[out & quote] = STR
+                m[s & quote] = OUT
+                m[s & slash] = ESC
+                m[e] = STR
+            closes = np.empty(n, dtype=np.int32)
+            closes[order] = -low
+            inside = np.empty(n, dtype=bool)
+            inside[order] = inner
             self.closes.append([pack_mask(closes >= r) for r in range(MAX_CLOSES + 1)])
-            self.internal.append(pack_mask(inner))
+            self.internal.append(pack_mask(inside))
 
 
 @lru_cache(maxsize=8)
