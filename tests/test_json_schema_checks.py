@@ -137,6 +137,12 @@ def test_property_order_any_checks_required_and_duplicate_keys() -> None:
     assert not anyorder.accepts_bytes(b'{"b": "x"}')                    # required
     assert not anyorder.accepts_bytes(b'{"a": 1, "a": 2}')              # duplicate key
     assert not anyorder.accepts_bytes(b'{"a": 1, "c": 2}')              # additionalProperties: false
+    # a declared key may parse as an extra one here; its value is still checked with the
+    # grammar's own format semantics, in any draft (draft-04 has no "date" format of its own)
+    dated = {"$schema": "http://json-schema.org/draft-04/schema#", "type": "object",
+             "properties": {"d": {"type": "string", "format": "date"}}, "required": ["d"]}
+    cg = compile_grammar(Grammar.from_json_schema(dated, property_order="any"), BYTES, cache_dir=None)
+    assert cg.accepts_bytes(b'{"d": "2022-02-28", "x": 1}') and not cg.accepts_bytes(b'{"d": "2022-02-31"}')
 
 
 def test_checks_are_reported_and_can_be_refused() -> None:

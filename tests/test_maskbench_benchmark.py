@@ -97,3 +97,22 @@ def test_selection_and_torn_results_file(tmp_path):
     path.write_text('{"index": 1, "outcome": "passing"}\n{"index": 2, "outc')
     assert list(mb.read_results(path)) == [1]
     assert path.read_text() == '{"index": 1, "outcome": "passing"}\n'
+
+
+def test_stratified_dev_sample_has_no_invalid_accepted(tmp_path) -> None:
+    """The real protocol on a stratified sample of the MaskBench dev set (12 schemas per
+    split, ~230 schemas, llama3 vocabulary): no invalid instance is ever accepted, no
+    engine inconsistency, and nearly every schema passes."""
+    from _common import DEFAULT_DATA, DEFAULT_VOCAB, read_maskbench
+
+    if not Path(DEFAULT_DATA).exists() or not Path(DEFAULT_VOCAB).exists():
+        pytest.skip("../shared/data (MaskBench dev set, llama3 tokenizer) is not available")
+    records = [{"index": k, "id": r.get("id"), "split": r.get("split"), "schema": r["schema"],
+                "tests": r["tests"]} for k, r in enumerate(read_maskbench(DEFAULT_DATA))]
+    chosen = mb.select(records, per_split=12)
+    assert len(chosen) >= 200
+    summary = mb.run_sample(chosen, DEFAULT_VOCAB, workers=2, timeout=60.0, out_dir=tmp_path)
+    counts = summary["outcomes"]
+    assert counts.get("invalidation error", 0) == 0, summary
+    assert counts.get("engine inconsistency", 0) == 0, summary
+    assert counts.get("passing", 0) >= 0.95 * len(chosen), summary

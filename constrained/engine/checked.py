@@ -11,8 +11,9 @@ failing its predicate.  Any object with this protocol can be a grammar's
 * ``step(state, text, data) -> state | None``: ``data`` follows ``text``; None if
   it completes a value that fails its check;
 * ``accepts_end(state, text) -> bool``: whether the complete ``text`` passes;
-* ``candidates(state, mask, vocab) -> token ids``: the tokens of ``mask`` whose
-  bytes may complete a checked value (the only ones `mask` simulates);
+* ``candidates(state, mask, vocab, key) -> token ids``: the tokens of ``mask``
+  whose bytes may complete a checked value (the only ones `mask` simulates;
+  ``key`` is the grammar state id that identifies ``mask``, for memoising);
 * ``content_hash() -> str``.
 
 Example:
@@ -60,7 +61,7 @@ class CheckedMatcher(Matcher):
         m = super().mask()
         state = self._cstates[-1]
         out = None
-        cands = self._checks.candidates(state, m, self._compiled.vocab)
+        cands = self._checks.candidates(state, m, self._compiled.vocab, self.state_id)
         if cands.size:
             text = bytes(self._text)
             tb = self._token_bytes

@@ -160,8 +160,8 @@ class SchemaCompiler:
     def __init__(self, schema: Any, options: JsonSchemaOptions) -> None:
         self.schema = schema
         self.options = options
-        self.index = SchemaIndex(schema)
-        self.validators = SchemaValidators(self.index)
+        self.index = SchemaIndex(schema, documents=dict(options.documents or {}))
+        self.validators = SchemaValidators(self.index, formats=options.formats == "assert")
         dialect = str(schema.get("$schema", "")) if isinstance(schema, dict) else ""
         self.legacy = any(d in dialect for d in ("draft-03", "draft-04", "draft-06", "draft-07"))
         self.b = _Builder()
@@ -494,7 +494,8 @@ class SchemaCompiler:
             if not fractions:
                 ilo, ihi = integer_bounds(None if xlo else lo, None if xhi else hi,
                                           lo if xlo else None, hi if xhi else None)
-                return [(self.b.term(integer_range_regex(ilo, ihi), "INTEGER"),)]
+                # 1.0 is an integer too (json.dumps writes floats that way)
+                return [(self.b.term(f"(?:{integer_range_regex(ilo, ihi)})(?:\\.0+)?", "INTEGER"),)]
             if lo is None and hi is None:
                 return [(self.b.term(NUMBER_REGEX, "NUMBER"),)]
             low = _float_safe_bound(lo, xlo, upward=True)
@@ -541,7 +542,9 @@ class SchemaCompiler:
                     self.check(p, "pattern", f"pattern {pat!r} has no regular translation ({e})")
             if p.has("format"):
                 f = p.get("format")
-                if f in FORMAT_REGEXES:
+                if self.options.formats == "annotation":
+                    self.note(p.pointer, "format", f"format {f!r} is an annotation (formats='annotation')")
+                elif f in FORMAT_REGEXES:
                     pieces.append((p, "format", FORMAT_REGEXES[f]))
                 elif self.options.unknown_formats == "error":
                     raise UnsupportedSchemaError(f"unknown format {f!r}", keyword="format", pointer=p.pointer)
@@ -606,7 +609,7 @@ class SchemaCompiler:
 
             try:
                 dfa = compile_terminal(main, also, excluding)
-                self._fits[key] = dfa.num_states > 1
+                self._fits[key] = bool(dfa.accepting.any())
             except CompileLimitError:
                 self._fits[key] = None
         return self._fits[key]
@@ -724,7 +727,10 @@ class SchemaCompiler:
                 continue
             declared.append((name, nt, name in required))
         colon, comma = b.lit(":"), b.lit(",")
-        extras = self._extra_members(conj, names, name_conj)
+        # with members in any order the object is validated when it closes, so extra keys
+        # need not exclude the declared names (cheaper automata: plain strings)
+        unordered = self.options.property_order == "any" and bool(declared)
+        extras = self._extra_members(conj, [] if unordered else names, name_conj)
 
         def kv(name: str, value: str) -> tuple[str, ...]:
             return (b.term(json_string_regex(_literal_regex(name)), "KEY"), *w, colon, *w, value)

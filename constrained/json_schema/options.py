@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, Mapping
 
 from constrained.errors import ConstrainedError
 
@@ -34,6 +34,13 @@ class JsonSchemaOptions:
     * ``additional_properties``: what an absent ``additionalProperties`` means:
       ``True`` per the specification (default) or ``False`` (XGrammar's strict
       mode: only declared properties).
+    * ``formats``: ``"assert"`` (default: a known ``format`` constrains the
+      string, as JSONSchemaBench and ``jsonschema``'s format checker expect) or
+      ``"annotation"`` (draft 2020-12's default vocabulary: formats constrain
+      nothing and are reported in the notes).
+    * ``documents``: other schema documents by URI, for ``$ref`` outside the
+      schema (nothing is fetched; the meta-schemas bundled with ``jsonschema`` are
+      always known).
     * ``unknown_formats``: ``"annotation"`` (default; draft 2020-12 treats
       ``format`` as an annotation, so an unknown format constrains nothing and is
       reported in the compile notes) or ``"error"``.
@@ -56,6 +63,8 @@ class JsonSchemaOptions:
     unknown_formats: Literal["annotation", "error"] = "annotation"
     max_repetition: int = 256
     value_checks: bool = True
+    formats: Literal["assert", "annotation"] = "assert"
+    documents: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.whitespace not in ("bounded", "compact", "any"):
@@ -66,6 +75,8 @@ class JsonSchemaOptions:
             raise OptionError(f"property_order must be 'schema' or 'any', not {self.property_order!r}")
         if self.unknown_formats not in ("annotation", "error"):
             raise OptionError(f"unknown_formats must be 'annotation' or 'error', not {self.unknown_formats!r}")
+        if self.formats not in ("assert", "annotation"):
+            raise OptionError(f"formats must be 'assert' or 'annotation', not {self.formats!r}")
         if self.max_repetition < 1:
             raise OptionError(f"max_repetition must be >= 1, not {self.max_repetition}")
 

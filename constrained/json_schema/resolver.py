@@ -7,9 +7,11 @@ then turns a ``$ref`` found in a sub-schema into the referenced sub-schema, its
 base URI and its canonical location ``(resource URI, JSON pointer)``, which the
 compiler uses as the nonterminal name so that recursion is a cycle of rules.
 
-Only references inside the document (or to resources it embeds) are supported;
-remote references, ``$dynamicRef`` and ``$recursiveRef`` raise
-`UnsupportedSchemaError` naming the keyword and where it is.
+References inside the document, to resources it embeds, to other documents the
+caller supplies (``documents={uri: schema}``) and to the meta-schemas bundled
+with `jsonschema` are resolved; nothing is fetched over the network: any other
+remote reference raises `UnsupportedSchemaError` naming the keyword and where
+it is.
 
 Example:
     >>> idx = SchemaIndex({"$defs": {"n": {"type": "integer"}}, "$ref": "#/$defs/n"})
@@ -35,6 +37,14 @@ _SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "depe
                 "dependencies")
 
 
+def join_uri(base: str, ref: str) -> str:
+    """``ref`` resolved against ``base`` (RFC 3986), also for non-hierarchical bases
+    such as ``urn:uuid:...`` where only a fragment can be relative."""
+    if ref.startswith("#"):
+        return urldefrag(base)[0] + ref
+    return urljoin(base, ref)
+
+
 def escape_pointer_token(token: str) -> str:
     """JSON pointer escaping (RFC 6901): ``~`` -> ``~0``, ``/`` -> ``~1``."""
     return token.replace("~", "~0").replace("/", "~1")
@@ -54,7 +64,8 @@ class Located:
 class SchemaIndex:
     """Every resource, anchor and sub-schema location of one schema document."""
 
-    def __init__(self, schema: Any, root_uri: str = DEFAULT_ROOT_URI) -> None:
+    def __init__(self, schema: Any, root_uri: str = DEFAULT_ROOT_URI, *,
+                 documents: dict[str, Any] | None = None) -> None:
         self.document = schema
         self._resources: dict[str, Located] = {}
         self._anchors: dict[str, Located] = {}
@@ -65,6 +76,25 @@ class SchemaIndex:
         here = self._located.get(id(schema))
         self.root_uri = here.base if here is not None else root_uri
         self._resources.setdefault(root_uri, here or Located(schema, root_uri, "", root_uri, ""))
+        for uri, doc in (documents or {}).items():     # other documents, by URI (nothing is fetched)
+            self._add_document(uri, doc)
+
+    def _add_document(self, uri: str, doc: Any) -> None:
+        uri = urldefrag(uri)[0]
+        if uri in self._resources:
+            return
+        self._walk(doc, uri, "", uri, "")
+        self._resources.setdefault(uri, self._located.get(id(doc)) or Located(doc, uri, "", uri, ""))
+
+    def _known_document(self, uri: str) -> bool:
+        """Load a well-known meta-schema (bundled with `jsonschema`) for ``uri``."""
+        try:
+            from jsonschema_specifications import REGISTRY
+            contents = REGISTRY.contents(uri)
+        except Exception:  # noqa: BLE001 - not a bundled meta-schema
+            return False
+        self._add_document(uri, contents)
+        return True
 
     # ------------------------------------------------------------------ walking
     def _walk(self, node: Any, base: str, pointer: str, resource: str, rpointer: str) -> None:
@@ -74,12 +104,15 @@ class SchemaIndex:
             return
         ident = node.get(self._id_keyword)
         if isinstance(ident, str):
-            uri, frag = urldefrag(urljoin(base, ident))
+            uri, frag = urldefrag(join_uri(base, ident))
             if uri and not ident.startswith("#"):
                 base = uri
                 resource, rpointer = uri, ""
             if frag and not frag.startswith("/"):
                 self._anchors[f"{uri or base}#{frag}"] = Located(node, base, pointer, resource, rpointer)
+        dynamic = node.get("$dynamicAnchor")
+        if isinstance(dynamic, str):     # a $ref to it behaves as to an $anchor
+            self._anchors.setdefault(f"{base}#{dynamic}", Located(node, base, pointer, resource, rpointer))
         here = Located(node, base, pointer, resource, rpointer)
         self._located[id(node)] = here
         if rpointer == "":
@@ -120,15 +153,19 @@ class SchemaIndex:
         """``(sub-schema, its base URI, canonical key)`` for ``ref`` found at ``pointer``."""
         if not isinstance(ref, str):
             raise InvalidSchemaError("$ref must be a string", keyword="$ref", pointer=pointer)
-        uri, frag = urldefrag(urljoin(base, ref))
+        uri, frag = urldefrag(join_uri(base, ref))
         frag = unquote(frag)
         if frag and not frag.startswith("/"):
+            if uri not in self._resources:
+                self._known_document(uri)
             hit = self._anchors.get(f"{uri}#{frag}")
             if hit is None:
                 raise InvalidSchemaError(f"$ref {ref!r}: no $anchor {frag!r} in {uri}", keyword="$ref",
                                          pointer=pointer)
             return hit.schema, hit.base, f"{hit.resource}#{hit.resource_pointer}"
         root = self._resources.get(uri)
+        if root is None and self._known_document(uri):
+            root = self._resources.get(uri)
         if root is None:
             raise UnsupportedSchemaError(f"$ref {ref!r} points outside the document ({uri}); remote "
                                          "references are not fetched", keyword="$ref", pointer=pointer)

@@ -6,7 +6,7 @@ enum values are filtered through it at compile time, and value-level checks
 sub-schema is validated *in place* — with a ``$ref``-resolver over a
 registry holding the whole document, with the sub-schema's base URI — so
 relative references and ``$id`` scopes resolve exactly as in the document.
-Format checking is on.  A validator that raises counts as a rejection (sound:
+Formats are checked with the grammar's own format regexes.  A validator that raises counts as a rejection (sound:
 never an invalid value accepted).
 
 Example:
@@ -25,11 +25,36 @@ from typing import Any
 from constrained.json_schema.resolver import Located, SchemaIndex
 
 
+def format_checker():
+    """A `jsonschema.FormatChecker` with exactly the grammar's format semantics
+    (`constrained.json_schema.formats.FORMAT_REGEXES`, in every draft): a value
+    check then agrees with the terminals it stands in for.  The regexes are sound
+    for `jsonschema`'s own checkers, so what passes here passes there too."""
+    global _FORMAT_CHECKER
+    if _FORMAT_CHECKER is None:
+        import re
+
+        import jsonschema
+
+        from constrained.json_schema.formats import FORMAT_REGEXES
+
+        checker = jsonschema.FormatChecker(formats=())
+        for name, regex in FORMAT_REGEXES.items():
+            pattern = re.compile(regex)
+            checker.checks(name)(lambda v, p=pattern: not isinstance(v, str) or p.fullmatch(v) is not None)
+        _FORMAT_CHECKER = checker
+    return _FORMAT_CHECKER
+
+
+_FORMAT_CHECKER = None
+
+
 class SchemaValidators:
     """One `jsonschema` validator per located sub-schema of a document (built lazily)."""
 
-    def __init__(self, index: SchemaIndex) -> None:
+    def __init__(self, index: SchemaIndex, *, formats: bool = True) -> None:
         self.index = index
+        self.formats = formats
         self._cls = None
         self._registry = None
         self._validators: dict[str, Any] = {}
@@ -61,12 +86,13 @@ class SchemaValidators:
                 self._setup()
             cls = self._cls
             registry = self._registry
+            checker = format_checker() if self.formats else None
             if loc.resource_pointer == "":
-                v = cls(loc.schema, registry=registry, format_checker=cls.FORMAT_CHECKER)  # type: ignore
+                v = cls(loc.schema, registry=registry, format_checker=checker)  # type: ignore
             else:
                 # the sub-schema itself, resolving against its base URI: no pointer walk (referencing
                 # trips over legacy "id" properties when it walks one)
-                v = cls(loc.schema, registry=registry, format_checker=cls.FORMAT_CHECKER,  # type: ignore
+                v = cls(loc.schema, registry=registry, format_checker=checker,  # type: ignore
                         _resolver=registry.resolver(base_uri=loc.base))  # type: ignore[union-attr]
             self._validators[ref] = v
         return v

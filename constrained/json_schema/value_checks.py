@@ -148,6 +148,7 @@ class JsonValueChecks:
         self.checked = checked
         self._reaching = _reaching(index, {id(loc.schema) for loc in checked})
         self._verdicts: dict[tuple[int, bytes], bool] = {}
+        self._candidates: dict[tuple, np.ndarray] = {}
         self.root = self.cursor([root_part(index)])
         digest = hashlib.sha256(json.dumps(index.document, sort_keys=True, default=str).encode())
         digest.update(json.dumps(sorted(loc.pointer for loc in checked)).encode())
@@ -259,22 +260,40 @@ class JsonValueChecks:
             return True                                # validated when it closed
         return self.value_ok(self.root, text)
 
-    def candidates(self, state: tuple, mask: np.ndarray, vocab) -> np.ndarray:
-        """Ids of the tokens allowed by ``mask`` whose bytes may complete a checked value."""
+    def candidates(self, state: tuple, mask: np.ndarray, vocab, key=None) -> np.ndarray:
+        """Ids of the tokens allowed by ``mask`` whose bytes may complete a checked value.
+
+        ``key`` identifies ``mask`` (the grammar state id): results are memoised per
+        (key, string mode, closes needed)."""
         frames, mode = state[0], state[1]
-        prof = _profiles(vocab)
         deepest = max((k for k, f in enumerate(frames) if f[2] is not None), default=-1)
-        sel = np.zeros_like(mask)
-        if deepest >= 0:
-            r = min(len(frames) - deepest, MAX_CLOSES)
-            sel |= prof.closes[mode][r]
-        if deepest >= 0 or not frames and self.root is not None:
-            sel |= prof.internal[mode]
+        internal = deepest >= 0 or (not frames and self.root is not None)
+        if not internal:
+            return _NONE
+        r = min(len(frames) - deepest, MAX_CLOSES) if deepest >= 0 else 0
+        memo_key = None if key is None else (key, mode, r, vocab.content_hash())
+        if memo_key is not None:
+            hit = self._candidates.get(memo_key)
+            if hit is not None:
+                return hit
+        prof = _profiles(vocab)
+        sel = prof.internal[mode] | prof.closes[mode][r] if r else prof.internal[mode].copy()
         sel &= mask[: sel.size]
-        if not sel.any():
-            return np.zeros(0, dtype=np.int64)
-        bits = np.unpackbits(sel.view(np.uint8), bitorder="little")
-        return np.flatnonzero(bits)
+        words = np.flatnonzero(sel)
+        if words.size == 0:
+            out = _NONE
+        else:
+            bits = np.unpackbits(sel[words].view(np.uint8), bitorder="little").reshape(-1, 32)
+            row, col = np.nonzero(bits)
+            out = words[row] * 32 + col
+        if memo_key is not None:
+            if len(self._candidates) > 65536:
+                self._candidates.clear()
+            self._candidates[memo_key] = out
+        return out
+
+
+_NONE = np.zeros(0, dtype=np.int64)
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
