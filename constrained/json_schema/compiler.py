@@ -87,6 +87,7 @@ _KINDS = {"null": {"null"}, "boolean": {"boolean"}, "object": {"object"}, "array
 _ALL_KINDS = frozenset({"null", "boolean", "object", "array", "string", "integer", "fraction"})
 MAX_BRANCHES = 64        # anyOf/oneOf branches distributed over their conjunction
 MAX_DISTRIBUTED = 4      # nested distributions along one conjunction
+MAX_CONJUNCTIONS = 2000  # sub-grammars before disjunctions stop being expanded (then checked)
 MAX_KEY_PATTERNS = 3     # patternProperties split exactly into 2**n key classes
 MAX_COUNTED_LENGTH = 24  # string length bounds counted by the automaton (longer: value checks)
 
@@ -121,13 +122,15 @@ class _Builder:
         self.terminals: dict[tuple, str] = {}     # (regex, also, excluding) -> name
         self.rules: list[Rule] = []
         self._names: set[str] = set()
+        self._next: dict[str, int] = {}
 
     def fresh(self, hint: str) -> str:
         base = re.sub(r"[^a-zA-Z0-9_]", "_", hint)[:40] or "s"
-        name, i = base, 1
+        name, i = base, self._next.get(base, 1)
         while name in self._names:
             i += 1
             name = f"{base}_{i}"
+        self._next[base] = i
         self._names.add(name)
         return name
 
@@ -166,6 +169,7 @@ class SchemaCompiler:
         self.legacy = any(d in dialect for d in ("draft-03", "draft-04", "draft-06", "draft-07"))
         self.b = _Builder()
         self.notes: list[SchemaNote] = []
+        self._noted: set[SchemaNote] = set()
         self.checked: dict[tuple[str, str], Located] = {}
         self._memo: dict[tuple, str | None] = {}
         self._seen_dicts: set[int] = set()
@@ -216,7 +220,8 @@ class SchemaCompiler:
 
     def note(self, pointer: str, keyword: str, text: str) -> None:
         note = SchemaNote(pointer, keyword, text)
-        if note not in self.notes:
+        if note not in self._noted:
+            self._noted.add(note)
             self.notes.append(note)
 
     def check(self, part: Part, keyword: str, why: str) -> None:
@@ -322,9 +327,9 @@ class SchemaCompiler:
             raise InvalidSchemaError(f"{kw} must be a non-empty array", keyword=kw, pointer=p.pointer)
         rest = conj[:i] + (p.without(kw),) + conj[i + 1:]
         depth = sum(1 for q in conj for k in q.done if k in ("anyOf", "oneOf", "if"))
-        if len(branches) > MAX_BRANCHES or depth >= MAX_DISTRIBUTED:
-            self.check(p, kw, f"{kw} with {len(branches)} branches at distribution depth {depth} is not "
-                              "expanded; the grammar ignores it")
+        if len(branches) > MAX_BRANCHES or depth >= MAX_DISTRIBUTED or len(self._memo) > MAX_CONJUNCTIONS:
+            self.check(p, kw, f"{kw} with {len(branches)} branches at distribution depth {depth} "
+                              f"({len(self._memo)} sub-grammars so far) is not expanded; the grammar ignores it")
             return self._alternatives(rest)
         items = [(sub, p.loc.base, f"{p.pointer}/{kw}/{j}") for j, sub in enumerate(branches)]
         if kw == "oneOf" and not self._pairwise_disjoint(items):
@@ -344,6 +349,9 @@ class SchemaCompiler:
             return self._alternatives(rest)        # then/else without if: no effect
         if not p.has("then") and not p.has("else"):
             return self._alternatives(rest)        # if alone: an annotation
+        if len(self._memo) > MAX_CONJUNCTIONS:
+            self.check(p, "if", f"if/then/else is not expanded ({len(self._memo)} sub-grammars so far)")
+            return self._alternatives(rest)
         cond = (p.get("if"), base, p.pointer + "/if")
         then = (p.get("then", True), base, p.pointer + "/then")
         other = (p.get("else", True), base, p.pointer + "/else")
@@ -720,7 +728,10 @@ class SchemaCompiler:
         declared: list[tuple[str, str, bool]] = []
         for name in names:
             ok_name = name_conj is not None and all(self.validators.is_valid(q.loc, name) for q in name_conj)
-            nt = self.items_nt(property_items(conj, name, self.index), "p_" + name) if ok_name else None
+            undecided = lambda part, pat: self.check(part, "patternProperties",  # noqa: E731
+                                                      f"pattern {pat!r} has no regular translation")
+            nt = self.items_nt(property_items(conj, name, self.index, undecided), "p_" + name) if ok_name \
+                else None
             if nt is None:
                 if name in required:
                     return []
@@ -907,7 +918,7 @@ def _ptr(token: str) -> str:
     return escape_pointer_token(token)
 
 
-def _float_safe_bound(bound: Any, exclusive: bool, *, upward: bool) -> float | None:
+def _float_safe_bound(bound: Any, exclusive: bool, *, upward: bool):
     """An inclusive bound on the exact decimal value of the text that keeps the
     *parsed float* within ``bound`` (validators compare ``float(text)``).
 
@@ -928,7 +939,11 @@ def _float_safe_bound(bound: Any, exclusive: bool, *, upward: bool) -> float | N
     inside = (Fraction(f) >= Fraction(bound)) if upward else (Fraction(f) <= Fraction(bound))
     if not inside or (exclusive and Fraction(f) == Fraction(bound)):
         f = math.nextafter(f, towards)
-    return f
+    # the shortest decimal that parses to f: text on its side of it parses to f or
+    # beyond (monotone rounding), and "0.01" itself stays valid for minimum 0.01
+    from decimal import Decimal
+
+    return Decimal(repr(f))  # type: ignore[return-value]
 
 
 def _literal_regex(text: str) -> str:

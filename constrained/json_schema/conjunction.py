@@ -16,8 +16,8 @@ Example:
     >>> schema = {"$defs": {"pos": {"minimum": 0}}, "allOf": [{"$ref": "#/$defs/pos"}, {"type": "integer"}]}
     >>> idx = SchemaIndex(schema)
     >>> conj = flatten([root_part(idx)], idx, legacy=False)
-    >>> sorted(k for p in conj for k in p.keywords())
-    ['minimum', 'type']
+    >>> sorted(k for p in conj for k in p.keywords())      # the root keeps its $defs (an annotation)
+    ['$defs', 'minimum', 'type']
 """
 
 from __future__ import annotations
@@ -159,8 +159,14 @@ def ecma_search(pattern: str):
         raise UnsupportedSchemaError(f"pattern {pattern!r}: {e}", keyword="patternProperties") from e
 
 
-def property_items(conj: Conjunction, key: str, index: SchemaIndex) -> list[tuple[Any, str, str]]:
-    """Every sub-schema that applies to the value of member ``key`` of an object."""
+def property_items(conj: Conjunction, key: str, index: SchemaIndex,
+                   undecided=None) -> list[tuple[Any, str, str]]:
+    """Every sub-schema that applies to the value of member ``key`` of an object.
+
+    A ``patternProperties`` pattern without a translation cannot be decided here:
+    ``undecided(part, pattern)`` is called (by default the error propagates) and,
+    if it returns, the pattern's schema is left out and ``additionalProperties``
+    is not applied either (a superset)."""
     out = []
     for p in conj:
         matched = False
@@ -171,7 +177,15 @@ def property_items(conj: Conjunction, key: str, index: SchemaIndex) -> list[tupl
         pats = p.get("patternProperties")
         if isinstance(pats, dict):
             for pat in pats:
-                if ecma_search(pat).search(key):
+                try:
+                    hit = ecma_search(pat).search(key)
+                except UnsupportedSchemaError:
+                    if undecided is None:
+                        raise
+                    undecided(p, pat)
+                    matched = True
+                    continue
+                if hit:
                     out.append(_child(p, index, "patternProperties", pat))
                     matched = True
         if not matched and p.has("additionalProperties"):

@@ -57,7 +57,7 @@ class SchemaValidators:
         self.formats = formats
         self._cls = None
         self._registry = None
-        self._validators: dict[str, Any] = {}
+        self._validators: dict[tuple[int, str], Any] = {}
 
     def _setup(self) -> None:
         import jsonschema
@@ -75,11 +75,13 @@ class SchemaValidators:
             if uri != self.index.root_uri and isinstance(loc.schema, (dict, bool)):
                 registry = registry.with_resource(uri, Resource.from_contents(loc.schema,
                                                                               default_specification=spec))
-        self._cls, self._registry = cls, registry.crawl()
+        # every embedded resource is registered above from the index's own walk; no crawl
+        # (referencing's crawler trips over documents with lists where it expects schemas)
+        self._cls, self._registry = cls, registry
 
     def validator(self, loc: Located):
         """The validator of the sub-schema at ``loc``."""
-        ref = f"{loc.resource}#{loc.resource_pointer}"
+        ref = (id(loc.schema), loc.base)      # not the URI: documents may reuse an id
         v = self._validators.get(ref)
         if v is None:
             if self._cls is None:

@@ -73,13 +73,26 @@ class CheckCursor:
 
     def prop(self, key: str) -> "CheckCursor | None":
         if key not in self._props:
-            self._props[key] = self.plan.cursor(property_items(self.conj, key, self.plan.index))
+            try:
+                items = property_items(self.conj, key, self.plan.index, _undecided)
+            except _Undecided:      # which sub-schemas apply is not known: an ancestor checks it
+                self._props[key] = None
+            else:
+                self._props[key] = self.plan.cursor(items)
         return self._props[key]
 
     def item(self, i: int) -> "CheckCursor | None":
         if i not in self._items:
             self._items[i] = self.plan.cursor(item_items(self.conj, i, self.plan.index))
         return self._items[i]
+
+
+class _Undecided(Exception):
+    pass
+
+
+def _undecided(part, pattern) -> None:
+    raise _Undecided(pattern)
 
 
 # ---------------------------------------------------------------------- vocabulary profiles
