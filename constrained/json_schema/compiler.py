@@ -516,30 +516,18 @@ class SchemaCompiler:
 
     # ------------------------------------------------------------------ strings
     def _string(self, conj: Conjunction) -> list[tuple[str, ...]]:
-        regexes = self._string_regexes(conj, key=False)
+        regexes = self._string_regexes(conj)
         if regexes is None:
             return []
         term = self._string_terminal(regexes, "STRING")
         return [] if term is None else [(term,)]
 
-    def _string_regexes(self, conj: Conjunction, *, key: bool) -> list[tuple[Part, str, str]] | None:
+    def _string_regexes(self, conj: Conjunction) -> list[tuple[Part, str, str]] | None:
         """Character-level regexes ``(part, keyword, regex)`` a string must fully match
         (None: no string can); keywords that cannot be translated become checks."""
-        mn, mx = 0, None
+        mn, mx, length_part = _count_bounds(conj, "minLength", "maxLength")
         pieces: list[tuple[Part, str, str]] = []
-        length_part: dict[str, Part] = {}
         for p in conj:
-            for k in ("minLength", "maxLength"):
-                v = p.get(k)
-                if v is None:
-                    continue
-                if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or v != int(v):
-                    raise InvalidSchemaError(f"{k} must be a non-negative integer, not {v!r}", keyword=k,
-                                             pointer=p.pointer)
-                if k == "minLength" and int(v) > mn:
-                    mn, length_part[k] = int(v), p
-                if k == "maxLength" and (mx is None or int(v) < mx):
-                    mx, length_part[k] = int(v), p
             if p.has("pattern"):
                 pat = p.get("pattern")
                 if not isinstance(pat, str):
@@ -625,20 +613,8 @@ class SchemaCompiler:
     # ------------------------------------------------------------------ arrays
     def _array(self, conj: Conjunction) -> list[tuple[str, ...]]:
         b, w = self.b, self.ws()
-        lo, hi = 0, None
-        bound_part: Part | None = None
+        lo, hi, bound_parts = _count_bounds(conj, "minItems", "maxItems")
         for p in conj:
-            for k in ("minItems", "maxItems"):
-                v = p.get(k)
-                if v is None:
-                    continue
-                if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or v != int(v):
-                    raise InvalidSchemaError(f"{k} must be a non-negative integer, not {v!r}", keyword=k,
-                                             pointer=p.pointer)
-                if k == "minItems" and int(v) > lo:
-                    lo, bound_part = int(v), p
-                if k == "maxItems" and (hi is None or int(v) < hi):
-                    hi, bound_part = int(v), p
             if p.get("uniqueItems") is True:
                 self.check(p, "uniqueItems", "uniqueItems is enforced by validation")
             if p.has("contains"):
@@ -663,8 +639,8 @@ class SchemaCompiler:
             raise UnsupportedSchemaError(f"a tuple of {n_prefix} positions exceeds max_repetition={cap}",
                                          keyword="prefixItems", pointer=conj[0].pointer)
         if (longest is not None and longest > cap) or lo > cap - 1:
-            assert bound_part is not None
-            self.check(bound_part, "maxItems" if longest is not None and longest > cap else "minItems",
+            kw = "maxItems" if longest is not None and longest > cap else "minItems"
+            self.check(bound_parts.get(kw) or conj[0], kw,
                        f"array bounds beyond max_repetition={cap} unrolled positions")
             if longest is not None and longest > cap:
                 longest = None if tail_nt is not None else longest
@@ -797,7 +773,7 @@ class SchemaCompiler:
             if other or q.get("type", "string") not in ("string", ["string"]):
                 self.check(q, "propertyNames", "propertyNames beyond pattern/length/format is enforced by "
                                                "validation")
-        strings = self._string_regexes(tuple(q for q in name_conj), key=True) if name_conj else []
+        strings = self._string_regexes(tuple(q for q in name_conj)) if name_conj else []
         if strings is None:
             return []
         key_pieces += strings
@@ -865,6 +841,25 @@ class SchemaCompiler:
 
 
 # ---------------------------------------------------------------------- helpers
+def _count_bounds(conj: Conjunction, low_kw: str, high_kw: str) -> tuple[int, int | None, dict[str, Part]]:
+    """The tightest ``low_kw``/``high_kw`` counts (minLength/maxLength, minItems/maxItems)
+    over a conjunction, and the parts that set them."""
+    lo, hi, parts = 0, None, {}
+    for p in conj:
+        for k in (low_kw, high_kw):
+            v = p.get(k)
+            if v is None:
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or v != int(v):
+                raise InvalidSchemaError(f"{k} must be a non-negative integer, not {v!r}", keyword=k,
+                                         pointer=p.pointer)
+            if k == low_kw and int(v) > lo:
+                lo, parts[k] = int(v), p
+            if k == high_kw and (hi is None or int(v) < hi):
+                hi, parts[k] = int(v), p
+    return lo, hi, parts
+
+
 def _tightest_all(bounds: list[tuple[Any, bool]], *, lower: bool) -> tuple[Any, bool]:
     """The tightest of several ``(value, exclusive)`` bounds (``lower``: the largest)."""
     from fractions import Fraction
