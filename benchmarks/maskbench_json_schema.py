@@ -702,38 +702,32 @@ def plots(records: Sequence[dict], summary: dict, out: Path) -> list[Path]:
         if a.size:
             ax.plot(a, np.arange(1, a.size + 1) / a.size, label=f"{label} (n={a.size:,})")
 
-    fig, ax = plt.subplots(figsize=(7, 4))
-    cdf(ax, [r["ttfm_s"] * 1e3 for r in records if r.get("ttfm_s") is not None], "compiled schemas")
-    cdf(ax, [r["ttfm_s"] * 1e3 for r in records if r["outcome"] == "passing"], "passing schemas")
-    ax.set_xscale("log")
-    ax.set_xlabel("TTFM: schema → grammar → compile → first mask (ms, log)")
-    ax.set_ylabel("fraction of schemas")
-    ax.set_title("Time to first mask")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    p = out / f"{STEM}_ttfm.png"
-    fig.savefig(p, dpi=120)
-    plt.close(fig)
-    written.append(p)
+    def cdf_figure(name: str, series: dict[str, list[float]], xlabel: str, ylabel: str, title: str) -> None:
+        fig, ax = plt.subplots(figsize=(7, 4))
+        for label, values in series.items():
+            cdf(ax, values, label)
+        ax.set_xscale("log")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        p = out / f"{STEM}_{name}.png"
+        fig.savefig(p, dpi=120)
+        plt.close(fig)
+        written.append(p)
 
-    fig, ax = plt.subplots(figsize=(7, 4))
-    all_t = [t for r in records for ts in r.get("tbm_us", []) for t in ts]
-    valid_t = [t for r in records for i, ts in zip(r.get("instances", []), r.get("tbm_us", []), strict=True)
-               if i["valid"] for t in ts]
-    cdf(ax, all_t, "all tokens")
-    cdf(ax, valid_t, "tokens of valid instances")
-    ax.set_xscale("log")
-    ax.set_xlabel("TBM: mask() + advance(token) (µs, log)")
-    ax.set_ylabel("fraction of tokens")
-    ax.set_title("Time between masks, single thread")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    p = out / f"{STEM}_tbm.png"
-    fig.savefig(p, dpi=120)
-    plt.close(fig)
-    written.append(p)
+    cdf_figure("ttfm", {
+        "compiled schemas": [r["ttfm_s"] * 1e3 for r in records if r.get("ttfm_s") is not None],
+        "passing schemas": [r["ttfm_s"] * 1e3 for r in records if r["outcome"] == "passing"],
+    }, "TTFM: schema → grammar → compile → first mask (ms, log)", "fraction of schemas", "Time to first mask")
+    cdf_figure("tbm", {
+        "all tokens": [t for r in records for ts in r.get("tbm_us", []) for t in ts],
+        "tokens of valid instances": [t for r in records
+                                      for i, ts in zip(r.get("instances", []), r.get("tbm_us", []), strict=True)
+                                      if i["valid"] for t in ts],
+    }, "TBM: mask() + advance(token) (µs, log)", "fraction of tokens", "Time between masks, single thread")
     return written
 
 
