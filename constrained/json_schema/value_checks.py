@@ -46,7 +46,14 @@ from typing import Any
 
 import numpy as np
 
-from constrained.json_schema.conjunction import Conjunction, flatten, item_items, property_items, root_part
+from constrained.json_schema.conjunction import (
+    Conjunction,
+    flatten,
+    item_items,
+    property_items,
+    root_part,
+    tuple_length,
+)
 from constrained.json_schema.resolver import Located, SchemaIndex
 from constrained.json_schema.validation import SchemaValidators
 
@@ -62,16 +69,25 @@ _WS = frozenset(b" \t\n\r")
 class CheckCursor:
     """The sub-schemas that must hold at one place of the instance, and their checks."""
 
-    __slots__ = ("plan", "conj", "validate", "_props", "_items")
+    __slots__ = ("plan", "conj", "validate", "_props", "_items", "_names", "_tuple")
 
     def __init__(self, plan: "JsonValueChecks", conj: Conjunction, validate: tuple[Located, ...]) -> None:
         self.plan = plan
         self.conj = conj
         self.validate = validate          # the parts whose sub-trees hold checked keywords
-        self._props: dict[str, CheckCursor | None] = {}
+        self._props: dict[str | None, CheckCursor | None] = {}
         self._items: dict[int, CheckCursor | None] = {}
+        # keys that are not declared (and match no pattern) all get the same cursor
+        patterns = any(p.get("patternProperties") for p in conj)
+        self._names = None if patterns else {k for p in conj if isinstance(p.get("properties"), dict)
+                                             for k in p.get("properties")}
+        self._tuple = tuple_length(conj)
 
     def prop(self, key: str) -> "CheckCursor | None":
+        if self._names is not None and key not in self._names:
+            if None not in self._props:
+                self._props[None] = self.plan.cursor(property_items(self.conj, key, self.plan.index))
+            return self._props[None]
         if key not in self._props:
             try:
                 items = property_items(self.conj, key, self.plan.index, _undecided)
@@ -82,6 +98,7 @@ class CheckCursor:
         return self._props[key]
 
     def item(self, i: int) -> "CheckCursor | None":
+        i = min(i, self._tuple)                       # every position past the tuple is alike
         if i not in self._items:
             self._items[i] = self.plan.cursor(item_items(self.conj, i, self.plan.index))
         return self._items[i]
