@@ -195,3 +195,17 @@ def test_number_bounds_hold_for_the_parsed_float(lo, hi, xlo, xhi, data) -> None
         text = format(base + offset, "f")
         if cg.accepts_bytes(text.encode()):
             assert validator.is_valid(json.loads(text)), (schema, text)
+
+
+def test_number_bounds_follow_how_validators_parse_each_spelling() -> None:
+    """Integers parse to ints (compared exactly with a float bound), fractions to floats
+    (compared after rounding): both sides of a bound that is not exactly representable."""
+    top = _compiled({"type": "number", "maximum": 4.518651192183154e+17})
+    assert not top.accepts_bytes(b"451865119218315400")       # int above the float's exact value
+    assert top.accepts_bytes(b"451865119218315392") and top.accepts_bytes(b"451865119218315400.0")
+    low = _compiled({"type": "number", "minimum": 0.01})
+    assert low.accepts_bytes(b"0.01") and not low.accepts_bytes(b"0.009") and low.accepts_bytes(b"1")
+    for schema, text in (({"type": "number", "maximum": 4.518651192183154e+17}, "451865119218315400"),
+                         ({"type": "number", "minimum": 0.01}, "0.01")):
+        assert _compiled(schema).accepts_bytes(text.encode()) == jsonschema.Draft202012Validator(
+            schema).is_valid(json.loads(text))

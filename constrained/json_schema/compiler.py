@@ -498,21 +498,32 @@ class SchemaCompiler:
         lo, xlo = _tightest_all(lows, lower=True)
         hi, xhi = _tightest_all(highs, lower=False)
         pointer = conj[0].pointer
+        if fractions and lo is None and hi is None:
+            return [(self.b.term(NUMBER_REGEX, "NUMBER"),)]
+        out: list[tuple[str, ...]] = []
         try:
-            if not fractions:
-                ilo, ihi = integer_bounds(None if xlo else lo, None if xhi else hi,
-                                          lo if xlo else None, hi if xhi else None)
-                # 1.0 is an integer too (json.dumps writes floats that way)
-                return [(self.b.term(f"(?:{integer_range_regex(ilo, ihi)})(?:\\.0+)?", "INTEGER"),)]
-            if lo is None and hi is None:
-                return [(self.b.term(NUMBER_REGEX, "NUMBER"),)]
+            # integer spellings parse to ints, which validators compare exactly with the bound
+            ilo, ihi = integer_bounds(None if xlo else lo, None if xhi else hi,
+                                      lo if xlo else None, hi if xhi else None)
+            regex = integer_range_regex(ilo, ihi)
+            if not fractions and all(v is None or abs(v) <= 2 ** 53 for v in (ilo, ihi)):
+                regex = f"(?:{regex})(?:\\.0+)?"      # 1.0 is an integer too; its float is exact here
+            out.append((self.b.term(regex, "INTEGER"),))
+        except ValueError as e:
+            if "empty" not in str(e):
+                raise InvalidSchemaError(str(e), keyword="minimum", pointer=pointer) from e
+        if not fractions:
+            return out
+        try:
+            # spellings with a fraction parse to floats, compared after rounding
             low = _float_safe_bound(lo, xlo, upward=True)
             high = _float_safe_bound(hi, xhi, upward=False)
-            return [(self.b.term(decimal_range_regex(low, high), "NUMBER_RANGE"),)]
+            out.append((self.b.term(decimal_range_regex(low, high), "NUMBER_RANGE",
+                                    also=(r"-?[0-9]+\.[0-9]+",)),))
         except ValueError as e:
-            if "empty" in str(e):
-                return []  # no number of this type: another type of the schema may still match
-            raise InvalidSchemaError(str(e), keyword="minimum", pointer=pointer) from e
+            if "empty" not in str(e):
+                raise InvalidSchemaError(str(e), keyword="minimum", pointer=pointer) from e
+        return out
 
     # ------------------------------------------------------------------ strings
     def _string(self, conj: Conjunction) -> list[tuple[str, ...]]:
