@@ -194,20 +194,30 @@ def _iprivate(c: str) -> bool:
     return 0xE000 <= o <= 0xF8FF or 0xF0000 <= o <= 0xFFFFD or 0x100000 <= o <= 0x10FFFD
 
 
-def _chars_ok(s: str, extra: str, iri: bool, private: bool = False) -> bool:
+def _pct_or(s: str, allowed) -> bool:
+    """Every character of ``s`` is part of a %XX escape or ``allowed``."""
     i = 0
     while i < len(s):
-        c = s[i]
-        if c == "%":
+        if s[i] == "%":
             if not re.fullmatch(r"%[0-9A-Fa-f]{2}", s[i:i + 3]):
                 return False
             i += 3
             continue
-        if not (c in _UNRESERVED or c in _SUB_DELIMS or c in extra
-                or (iri and _ucschar(c)) or (private and _iprivate(c))):
+        if not allowed(s[i]):
             return False
         i += 1
     return True
+
+
+def _chars_ok(s: str, extra: str, iri: bool, private: bool = False) -> bool:
+    return _pct_or(s, lambda c: c in _UNRESERVED or c in _SUB_DELIMS or c in extra
+                   or (iri and _ucschar(c)) or (private and _iprivate(c)))
+
+
+def _template_literal(c: str) -> bool:
+    o = ord(c)
+    return (o in (0x21, 0x24, 0x23, 0x26, 0x3D, 0x5D, 0x5F, 0x7E) or 0x28 <= o <= 0x3B
+            or 0x3F <= o <= 0x5B or 0x61 <= o <= 0x7A or _ucschar(c) or _iprivate(c))
 
 
 def _is_uri_ref(s: str, *, absolute: bool, iri: bool) -> bool:
@@ -266,20 +276,8 @@ def _is_uri_template(s: str) -> bool:
                     return False
         elif "{" in part or "}" in part:
             return False
-        else:
-            j = 0
-            while j < len(part):
-                c = part[j]
-                if c == "%":
-                    if not re.fullmatch(r"%[0-9A-Fa-f]{2}", part[j:j + 3]):
-                        return False
-                    j += 3
-                    continue
-                o = ord(c)
-                if not (o in (0x21, 0x24, 0x23, 0x26, 0x3D, 0x5D, 0x5F, 0x7E) or 0x28 <= o <= 0x3B
-                        or 0x3F <= o <= 0x5B or 0x61 <= o <= 0x7A or _ucschar(c) or _iprivate(c)):
-                    return False
-                j += 1
+        elif not _pct_or(part, _template_literal):
+            return False
     return True
 
 

@@ -8,8 +8,9 @@ failing its predicate.  Any object with this protocol can be a grammar's
 ``checks``:
 
 * ``start() -> state`` (immutable, shared by forks);
-* ``step(state, text, data) -> state | None``: ``data`` follows ``text``; None if
-  it completes a value that fails its check;
+* ``step(state, text, data) -> state | None``: ``data`` follows ``text`` (bytes or
+  the matcher's own bytearray, read but never kept); None if it completes a value
+  that fails its check;
 * ``accepts_end(state, text) -> bool``: whether the complete ``text`` passes;
 * ``candidates(state, mask, vocab, key) -> token ids``: the tokens of ``mask``
   whose bytes may complete a checked value (the only ones `mask` simulates;
@@ -55,7 +56,7 @@ class CheckedMatcher(Matcher):
         return bytes(self._text)
 
     def is_accepting(self) -> bool:
-        return super().is_accepting() and self._checks.accepts_end(self._cstates[-1], bytes(self._text))
+        return super().is_accepting() and self._checks.accepts_end(self._cstates[-1], self._text)
 
     def mask(self) -> np.ndarray:
         m = super().mask()
@@ -63,14 +64,14 @@ class CheckedMatcher(Matcher):
         out = None
         cands = self._checks.candidates(state, m, self._compiled.vocab, self.state_id)
         if cands.size:
-            text = bytes(self._text)
+            text = self._text
             tb = self._token_bytes
             for t in cands.tolist():
                 if self._checks.step(state, text, tb[t]) is None:
                     if out is None:
                         out = m.copy()
                     out[t >> 5] &= np.int32(~(1 << (t & 31)) if (t & 31) != 31 else 0x7FFFFFFF)
-        if super().is_accepting() and not self._checks.accepts_end(state, bytes(self._text)):
+        if super().is_accepting() and not self._checks.accepts_end(state, self._text):
             if out is None:
                 out = m.copy()
             for t in self._eos:
@@ -82,7 +83,7 @@ class CheckedMatcher(Matcher):
             return self.is_accepting()
         if not super().allows(token):
             return False
-        return self._checks.step(self._cstates[-1], bytes(self._text), self._token_bytes[token]) is not None
+        return self._checks.step(self._cstates[-1], self._text, self._token_bytes[token]) is not None
 
     def advance(self, token: int) -> bool:
         if token in self._eos:
@@ -95,7 +96,7 @@ class CheckedMatcher(Matcher):
         if not super().advance(token):
             return False
         data = self._token_bytes[token]
-        nxt = self._checks.step(self._cstates[-1], bytes(self._text), data)
+        nxt = self._checks.step(self._cstates[-1], self._text, data)
         if nxt is None:
             Matcher.rollback(self, 1)
             return False
@@ -106,7 +107,7 @@ class CheckedMatcher(Matcher):
 
     def allows_bytes(self, data: bytes) -> bool:
         return super().allows_bytes(data) and \
-            self._checks.step(self._cstates[-1], bytes(self._text), data) is not None
+            self._checks.step(self._cstates[-1], self._text, data) is not None
 
     def fork(self) -> "CheckedMatcher":
         return CheckedMatcher(self._compiled, _history=list(self._history), _tokens=list(self._tokens),

@@ -713,10 +713,12 @@ class SchemaCompiler:
                       for p in conj if p.has("propertyNames")]
         name_conj = self.flatten(name_items) if name_items else ()
         declared: list[tuple[str, str, bool]] = []
+
+        def undecided(part: Part, pat: str) -> None:
+            self.check(part, "patternProperties", f"pattern {pat!r} has no regular translation")
+
         for name in names:
             ok_name = name_conj is not None and all(self.validators.is_valid(q.loc, name) for q in name_conj)
-            undecided = lambda part, pat: self.check(part, "patternProperties",  # noqa: E731
-                                                      f"pattern {pat!r} has no regular translation")
             nt = self.items_nt(property_items(conj, name, self.index, undecided), "p_" + name) if ok_name \
                 else None
             if nt is None:

@@ -198,8 +198,8 @@ class JsonValueChecks:
         return CheckCursor(self, conj, validate)
 
     # ------------------------------------------------------------------ validation
-    def value_ok(self, cursor: CheckCursor, text: bytes) -> bool:
-        key = (id(cursor), text)
+    def value_ok(self, cursor: CheckCursor, text: bytes | bytearray) -> bool:
+        key = (id(cursor), bytes(text))
         verdict = self._verdicts.get(key)
         if verdict is None:
             try:
