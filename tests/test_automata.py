@@ -248,3 +248,19 @@ def test_grammar_terminals_with_also_and_excluding() -> None:
     assert m.allows(11) and cg.is_prefix_bytes(b"iff i\xc3\xa9") and not cg.accepts_bytes(b"iff i\xc3\xa9")
     m.advance(11)
     assert not m.allows(0) and m.allows(1) and not m.allows(6)  # "iéab" would be 4 letters
+
+
+def test_residual_digest_identifies_residual_languages() -> None:
+    from constrained.engine.token_tables import residual_digest, successor_lists
+
+    quoted = compile_regex(r'"[^"\\]*"')
+    body = compile_regex(r'[^"\\]*"')
+    keyed = compile_regex(r'x[^"\\]*"')
+    after_quote = quoted.step(quoted.start, ord('"'))
+    after_x = keyed.step(keyed.start, ord("x"))
+    same = {residual_digest(quoted, after_quote), residual_digest(body, body.start),
+            residual_digest(keyed, after_x, successor_lists(keyed))}
+    assert len(same) == 1
+    # different residual languages, different digests (body vs whole string, vs digits)
+    digits = compile_regex(r"[0-9]+")
+    assert len({*same, residual_digest(quoted, quoted.start), residual_digest(digits, digits.start)}) == 3

@@ -140,6 +140,9 @@ class EarleyParser:
         self._by_kernel: dict[object, int] = {}
         self._scan_memo: dict[tuple[int, int], int] = {}
         self._lock = threading.RLock()
+        self._own: dict[int, tuple[dict, dict, bool]] = {}
+        self._by_future: dict[tuple, int] = {}
+        self._prediction_memo: dict[int, tuple[int, ...]] = {}
         self.root = self._intern(("root",), [(r, 0, SELF) for r in tables.rules_by_lhs[tables.start]])
         self._union_memo: dict[frozenset[int], int] = {}
         self._abstract_memo: dict[tuple[int, int], int] = {}
@@ -241,9 +244,66 @@ class EarleyParser:
                 return hit
             node_id = len(self._nodes)
             node = self._close(node_id, kernel_items)
+            # Two sets with the same items (predicted ones with origin SELF) and flags
+            # are interchangeable: scans, completions into them and acceptance all read
+            # only those.  So a kernel whose closure equals an earlier set's maps to that
+            # set, e.g. the ends of every member's value in an object, and every memo
+            # keyed by the node (masks, crossing walks) is shared.  The root is excluded:
+            # completing the start symbol accepts only with the root as origin.
+            future = (frozenset(i for v in node.expect.values() for i in v),
+                      frozenset(i for v in node.waiting.values() for i in v), node.accepting, node.abstract)
+            same = self._by_future.get(future) if node_id else None
+            if same is not None:
+                self._by_kernel[key] = same
+                return same
             self._nodes.append(node)
             self._by_kernel[key] = node_id
+            if node_id:
+                self._by_future[future] = node_id
             return node_id
+
+    def _predicted(self, x: int) -> tuple[tuple[int, ...], tuple]:
+        """What predicting nonterminal ``x`` adds to any node, computed once per grammar.
+
+        Returns ``(reach, own)``: the nonterminals the prediction reaches (``x`` first,
+        through left corners and nullable advances) and, per nonterminal ``y``,
+        ``own[y] = (expect, waiting, completes_start)``: the contributions of the
+        items ``(rule of y, dot, SELF)`` with only nullable symbols before the dot.
+        The items of different nonterminals are disjoint (they differ in their
+        rule), so a node's predicted items are the union of ``own`` over what it
+        reaches: merged per nonterminal instead of re-derived item by item."""
+        hit = self._prediction_memo.get(x)
+        if hit is not None:
+            return hit
+        t = self.tables
+        nt_base = t.num_terminals
+        reach = [x]
+        seen = {x}
+        for y in reach:
+            if y not in self._own:
+                expect: dict[int, list] = {}
+                waiting: dict[int, list] = {}
+                completes = False
+                for r in t.rules_by_lhs.get(y, ()):
+                    rhs = t.rule_rhs[r]
+                    for d in range(len(rhs) + 1):
+                        if d == len(rhs):
+                            completes = y == t.start
+                            break
+                        z = rhs[d]
+                        if z < nt_base:
+                            expect.setdefault(z, []).append((r, d, SELF))
+                            break
+                        waiting.setdefault(z, []).append((r, d, SELF))
+                        if z not in t.nullable:
+                            break
+                self._own[y] = (expect, waiting, completes)
+            for z in self._own[y][1]:
+                if z not in seen:
+                    seen.add(z)
+                    reach.append(z)
+        hit = self._prediction_memo[x] = tuple(reach)
+        return hit
 
     def _close(self, node_id: int, kernel_items) -> ParserNode:
         t = self.tables
@@ -251,22 +311,42 @@ class EarleyParser:
         root = node_id if not self._nodes else 0
         expect: dict[int, list] = {}
         waiting: dict[int, list] = {}
+        predicted: set[int] = set()
         seen: set = set()
         agenda = list(kernel_items)
         accepting = False
+
+        def predict(x: int) -> bool:
+            completes_start = False
+            for y in self._predicted(x):
+                if y in predicted:
+                    continue
+                predicted.add(y)
+                own_expect, own_waiting, completes = self._own[y]
+                for k, v in own_expect.items():
+                    expect.setdefault(k, []).extend(v)
+                for k, v in own_waiting.items():
+                    waiting.setdefault(k, []).extend(v)
+                completes_start |= completes
+            return completes_start
+
+        # only items with a real (or cut) origin go through the agenda; predicted
+        # items (origin SELF) are merged per nonterminal by `predict`
         while agenda:
             item = agenda.pop()
             if item in seen:
                 continue
             seen.add(item)
             r, d, o = item
+            if o == SELF:       # the root's kernel: its start rules, predicted in place
+                if predict(t.rule_lhs[r]) and node_id == root:
+                    accepting = True
+                continue
             rhs = t.rule_rhs[r]
             if d == len(rhs):
                 lhs = t.rule_lhs[r]
-                if lhs == t.start and (o == root or (o == SELF and node_id == root)):
+                if lhs == t.start and o == root:
                     accepting = True
-                if o == SELF:
-                    continue  # nullable completion: covered by the Aycock-Horspool advance
                 if o == CUT:
                     raise NeedsContext
                 for r2, d2, o2 in self._nodes[o].waiting.get(lhs, ()):
@@ -277,8 +357,8 @@ class EarleyParser:
                 expect.setdefault(x, []).append(item)
                 continue
             waiting.setdefault(x, []).append(item)
-            for r2 in t.rules_by_lhs.get(x, ()):
-                agenda.append((r2, 0, SELF))
+            if x not in predicted and predict(x) and node_id == root:
+                accepting = True
             if x in t.nullable:
                 agenda.append((r, d + 1, o))
         abstract = any(o == CUT or (o >= 0 and self._nodes[o].abstract) for _, _, o in kernel_items)

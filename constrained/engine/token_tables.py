@@ -32,6 +32,9 @@ from constrained.engine.token_scan import scan_tokens
 from constrained.masks import pack_mask
 
 TABLE_FORMAT = 1
+# a state reading fewer distinct bytes scans few tokens: its table is computed, not
+# looked up by residual language (whose digest walks the DFA and would cost more)
+SHARE_MIN_LIVE_BYTES = 32
 
 
 def default_cache_dir() -> Path:
@@ -70,6 +73,7 @@ class TokenTables:
         self.cache_dir = None if cache_dir is None else Path(cache_dir) / "tables" / vocab.content_hash()[:24]
         self._tables: dict[str, dict[int, StateTokenTable]] = {}
         self._by_residual: dict[str, StateTokenTable] = {}
+        self._successors: dict[str, list[list[int]]] = {}
         self._lock = threading.Lock()
         self.crossing = CrossingSets(self.byte_matrix, self.lengths, self.size)
 
@@ -94,8 +98,13 @@ class TokenTables:
             with self._lock:
                 per = self._tables.setdefault(dfa.digest, self._load(dfa) or {})
         table = per.get(state)
+        if table is None and np.count_nonzero(dfa.transitions[state]) < SHARE_MIN_LIVE_BYTES:
+            table = per[state] = self._compute(dfa, state)   # cheap: few tokens to scan
         if table is None:
-            key = residual_digest(dfa, state)
+            succ = self._successors.get(dfa.digest)
+            if succ is None:
+                succ = self._successors[dfa.digest] = successor_lists(dfa)
+            key = residual_digest(dfa, state, succ)
             table = self._by_residual.get(key)
             if table is None:
                 table = self._by_residual[key] = self._compute(dfa, state)
@@ -203,27 +212,30 @@ class TokenTables:
             pass  # a read-only or full cache directory only costs recomputation
 
 
-def residual_digest(dfa: ByteDFA, state: int) -> str:
+def residual_digest(dfa: ByteDFA, state: int, successors: list[list[int]] | None = None) -> str:
     """The identity of the language accepted from ``state`` (a canonical numbering of
-    the states reachable from it; equal for equal residual languages of minimal DFAs)."""
+    the states reachable from it; equal for equal residual languages of minimal DFAs).
+
+    ``successors`` is `successor_lists` of ``dfa`` (computed here when not given;
+    pass it when digesting many states of one DFA)."""
     import hashlib
 
-    table, accepting = dfa.transitions, dfa.accepting
-    number = np.full(dfa.num_states, -1, dtype=np.int64)
-    number[0] = 0
-    number[state] = 1
+    if successors is None:
+        successors = successor_lists(dfa)
+    number = {0: 0, state: 1}
     order = [state]
-    i = 0
-    while i < len(order):
-        row = table[order[i]]
-        fresh = row[number[row] < 0]
-        if fresh.size:
-            _, first = np.unique(fresh, return_index=True)
-            for q in fresh[np.sort(first)]:
-                number[q] = len(order) + 1
-                order.append(int(q))
-        i += 1
-    states = np.asarray(order)
-    h = hashlib.sha256(number[table[states]].astype(np.int32).tobytes())
-    h.update(accepting[states].tobytes())
+    for q in order:        # breadth first, successors in byte order: a canonical numbering
+        for s in successors[q]:
+            if s not in number:
+                number[s] = len(order) + 1
+                order.append(s)
+    renumber = np.zeros(dfa.num_states, dtype=np.int32)
+    renumber[order] = np.arange(1, len(order) + 1, dtype=np.int32)
+    h = hashlib.sha256(renumber[dfa.transitions[order]].tobytes())
+    h.update(dfa.accepting[order].tobytes())
     return h.hexdigest()
+
+
+def successor_lists(dfa: ByteDFA) -> list[list[int]]:
+    """Per state, its distinct successor states in order of the first byte leading there."""
+    return [list(dict.fromkeys(row)) for row in dfa.transitions.tolist()]

@@ -63,6 +63,7 @@ from constrained.json_schema.conjunction import (
 from constrained.json_schema.ecma_regex import pattern_search_regex
 from constrained.json_schema.formats import FORMAT_REGEXES
 from constrained.json_schema.json_string import json_string_regex, length_bounded_any_string
+from constrained.json_schema.keywords import ANNOTATIONS
 from constrained.json_schema.numbers import decimal_range_regex, integer_bounds, integer_range_regex
 from constrained.json_schema.options import JsonSchemaOptions
 from constrained.json_schema.resolver import Located, SchemaIndex
@@ -73,12 +74,6 @@ STRING_REGEX = r'"(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*"'
 STRING_BODY = r"[\s\S]*"
 JSON_TYPES = ("null", "boolean", "object", "array", "number", "string", "integer")
 
-# keywords that never constrain a value (draft 2020-12 annotations and identifiers)
-ANNOTATIONS = frozenset({
-    "$schema", "$id", "id", "$anchor", "$dynamicAnchor", "$recursiveAnchor", "$comment", "$vocabulary",
-    "$defs", "definitions", "title", "description", "default", "examples", "deprecated", "readOnly",
-    "writeOnly", "contentMediaType", "contentEncoding", "contentSchema",
-})
 # keywords translated structurally (exactly, or as a superset plus a value check)
 KNOWN = VALIDATION_KEYWORDS | {"then", "else"}
 # value kinds: "number" is integer or fractional

@@ -20,9 +20,17 @@ Example:
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from constrained.json_schema.keywords import ANNOTATIONS
 from constrained.json_schema.resolver import Located, SchemaIndex
+
+# object keywords that constrain each member on its own (checked on one-member objects)
+MEMBER_KEYWORDS = frozenset({"type", "properties", "patternProperties", "additionalProperties", "propertyNames"})
+# object keywords that constrain only the set of keys (checked here directly)
+KEY_SET_KEYWORDS = frozenset({"required", "minProperties", "maxProperties", "dependentRequired"})
+MEMBER_MEMO_LIMIT = 1 << 16
 
 
 def format_checker():
@@ -58,6 +66,7 @@ class SchemaValidators:
         self._cls = None
         self._registry = None
         self._validators: dict[tuple[int, str], Any] = {}
+        self._member_plans: dict[tuple[int, str], _MemberwiseObject | None] = {}
 
     def _setup(self) -> None:
         import jsonschema
@@ -100,8 +109,81 @@ class SchemaValidators:
         return v
 
     def is_valid(self, loc: Located, value: Any) -> bool:
-        """Whether ``value`` satisfies the sub-schema at ``loc``."""
+        """Whether ``value`` satisfies the sub-schema at ``loc``.
+
+        A non-empty object under a schema whose keywords all act member by member
+        or on the key set (`MEMBER_KEYWORDS`, `KEY_SET_KEYWORDS`, annotations) is
+        checked one member at a time with memoised verdicts: a value check then
+        revalidates only the member that changed, not the whole object."""
         try:
+            if isinstance(value, dict) and value:
+                plan = self._member_plan(loc)
+                if plan is not None:
+                    return plan.is_valid(value)
             return bool(self.validator(loc).is_valid(value))
         except Exception:  # noqa: BLE001 - a validator that cannot decide never accepts
             return False
+
+    def _member_plan(self, loc: Located) -> "_MemberwiseObject | None":
+        ref = (id(loc.schema), loc.base)
+        if ref not in self._member_plans:
+            self._member_plans[ref] = _MemberwiseObject.plan(self, loc)
+        return self._member_plans[ref]
+
+
+class _MemberwiseObject:
+    """An object schema split into key-set conditions and a per-member schema.
+
+    ``{k: v}`` is valid under the per-member schema (the original without its
+    key-set keywords) iff member ``k: v`` satisfies properties, patternProperties,
+    additionalProperties, propertyNames and type of the original, exactly as
+    `jsonschema` evaluates them, so an object is valid iff its key set passes and
+    every member passes on its own."""
+
+    def __init__(self, validator, required: list, min_props: int, max_props: float,
+                 dependent: dict) -> None:
+        self.validator = validator
+        self.required = required
+        self.min_props = min_props
+        self.max_props = max_props
+        self.dependent = dependent
+        self._verdicts: dict[tuple, bool] = {}
+
+    @classmethod
+    def plan(cls, validators: "SchemaValidators", loc: Located) -> "_MemberwiseObject | None":
+        schema = loc.schema
+        if not isinstance(schema, dict) or any(k not in MEMBER_KEYWORDS and k not in KEY_SET_KEYWORDS
+                                               and k not in ANNOTATIONS for k in schema):
+            return None
+        required = schema.get("required", [])
+        dependent = schema.get("dependentRequired", {})
+        low, high = schema.get("minProperties", 0), schema.get("maxProperties", float("inf"))
+        if not (isinstance(required, list) and all(isinstance(r, str) for r in required)
+                and isinstance(dependent, dict)
+                and all(isinstance(v, list) and all(isinstance(r, str) for r in v) for v in dependent.values())
+                and all(isinstance(n, (int, float)) and not isinstance(n, bool) for n in (low, high))):
+            return None          # malformed: the whole-object validator decides (and rejects)
+        member = {k: v for k, v in schema.items() if k not in KEY_SET_KEYWORDS}
+        member_loc = Located(member, loc.base, loc.pointer, loc.resource, loc.resource_pointer)
+        return cls(validators.validator(member_loc), required, low, high, dependent)
+
+    def is_valid(self, value: dict) -> bool:
+        if not self.min_props <= len(value) <= self.max_props:
+            return False
+        if any(r not in value for r in self.required):
+            return False
+        if any(k in value and any(r not in value for r in need) for k, need in self.dependent.items()):
+            return False
+        verdicts = self._verdicts
+        for k, v in value.items():
+            key = (k, type(v), v) if isinstance(v, (str, int, float, bool)) or v is None else \
+                (k, "json", json.dumps(v, sort_keys=True))
+            ok = verdicts.get(key)
+            if ok is None:
+                ok = bool(self.validator.is_valid({k: v}))
+                if len(verdicts) >= MEMBER_MEMO_LIMIT:
+                    verdicts.clear()
+                verdicts[key] = ok
+            if not ok:
+                return False
+        return True
