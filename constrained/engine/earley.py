@@ -26,6 +26,7 @@ from constrained.grammar.ir import Grammar
 
 SELF = -1  # origin of items predicted in the node itself
 CUT = -2   # origin below the context an abstract node keeps (see EarleyParser.abstract)
+MAX_COMPLETION_DEPTH = 64  # nested memoised completions before they are done in place
 
 
 class NeedsContext(Exception):
@@ -142,6 +143,7 @@ class EarleyParser:
         self._lock = threading.RLock()
         self._own: dict[int, tuple[dict, dict, bool]] = {}
         self._by_future: dict[tuple, int] = {}
+        self._completion_memo: dict[tuple[int, int], tuple[dict, dict, frozenset, bool]] = {}
         self._prediction_memo: dict[int, tuple[int, ...]] = {}
         self.root = self._intern(("root",), [(r, 0, SELF) for r in tables.rules_by_lhs[tables.start]])
         self._union_memo: dict[frozenset[int], int] = {}
@@ -307,17 +309,19 @@ class EarleyParser:
 
     def _close(self, node_id: int, kernel_items) -> ParserNode:
         t = self.tables
-        nt_base = t.num_terminals
-        root = node_id if not self._nodes else 0
         expect: dict[int, list] = {}
         waiting: dict[int, list] = {}
+        predicts: set[int] = set()
+        agenda = []
+        for item in kernel_items:
+            if item[2] == SELF:     # the root's kernel: its start rules, predicted in place
+                predicts.add(t.rule_lhs[item[0]])
+            else:
+                agenda.append(item)
+        accepting = self._advance_items(agenda, expect, waiting, predicts, None, set(), 0)
+        # predicted items (origin SELF) are merged per nonterminal, not derived item by item
         predicted: set[int] = set()
-        seen: set = set()
-        agenda = list(kernel_items)
-        accepting = False
-
-        def predict(x: int) -> bool:
-            completes_start = False
+        for x in predicts:
             for y in self._predicted(x):
                 if y in predicted:
                     continue
@@ -327,40 +331,76 @@ class EarleyParser:
                     expect.setdefault(k, []).extend(v)
                 for k, v in own_waiting.items():
                     waiting.setdefault(k, []).extend(v)
-                completes_start |= completes
-            return completes_start
+                if completes and node_id == 0:
+                    accepting = True
+        abstract = any(o == CUT or (o >= 0 and self._nodes[o].abstract) for _, _, o in kernel_items)
+        return ParserNode(node_id, frozenset(kernel_items), {k: tuple(v) for k, v in expect.items()},
+                          {k: tuple(v) for k, v in waiting.items()}, accepting, abstract)
 
-        # only items with a real (or cut) origin go through the agenda; predicted
-        # items (origin SELF) are merged per nonterminal by `predict`
+    def _advance_items(self, agenda: list, expect: dict, waiting: dict, predicts: set,
+                       inline_origin: int | None, inline_done: set, depth: int) -> bool:
+        """Close ``agenda`` (items with real or cut origins) into ``expect``/``waiting``,
+        collecting the nonterminals to predict; True if the start symbol completes at
+        the root.  Completing ``lhs`` back into an origin ``o`` merges the memoised
+        `_completion` of ``(o, lhs)``, the same for every set that completes it (e.g.
+        the ends of all members of an object advance the same list items), except
+        into ``inline_origin`` (the completion being computed) and past
+        `MAX_COMPLETION_DEPTH` nested completions (right recursion), done in place."""
+        t = self.tables
+        nt_base = t.num_terminals
+        rule_rhs, rule_lhs, nullable = t.rule_rhs, t.rule_lhs, t.nullable
+        accepting = False
+        seen: set = set()
+        merged: set = set()
         while agenda:
             item = agenda.pop()
             if item in seen:
                 continue
             seen.add(item)
             r, d, o = item
-            if o == SELF:       # the root's kernel: its start rules, predicted in place
-                if predict(t.rule_lhs[r]) and node_id == root:
-                    accepting = True
-                continue
-            rhs = t.rule_rhs[r]
+            rhs = rule_rhs[r]
             if d == len(rhs):
-                lhs = t.rule_lhs[r]
-                if lhs == t.start and o == root:
-                    accepting = True
                 if o == CUT:
                     raise NeedsContext
-                for r2, d2, o2 in self._nodes[o].waiting.get(lhs, ()):
-                    agenda.append((r2, d2 + 1, o if o2 == SELF else o2))
+                lhs = rule_lhs[r]
+                if lhs == t.start and o == 0:
+                    accepting = True
+                if o == inline_origin or depth >= MAX_COMPLETION_DEPTH:
+                    if (o, lhs) not in inline_done:
+                        inline_done.add((o, lhs))
+                        agenda.extend((r2, d2 + 1, o if o2 == SELF else o2)
+                                      for r2, d2, o2 in self._nodes[o].waiting.get(lhs, ()))
+                elif (o, lhs) not in merged:
+                    merged.add((o, lhs))
+                    c_expect, c_waiting, c_predicts, c_accepting = self._completion(o, lhs, depth + 1)
+                    for k, v in c_expect.items():
+                        expect.setdefault(k, []).extend(v)
+                    for k, v in c_waiting.items():
+                        waiting.setdefault(k, []).extend(v)
+                    predicts |= c_predicts
+                    accepting |= c_accepting
                 continue
             x = rhs[d]
             if x < nt_base:
                 expect.setdefault(x, []).append(item)
                 continue
             waiting.setdefault(x, []).append(item)
-            if x not in predicted and predict(x) and node_id == root:
-                accepting = True
-            if x in t.nullable:
+            predicts.add(x)
+            if x in nullable:
                 agenda.append((r, d + 1, o))
-        abstract = any(o == CUT or (o >= 0 and self._nodes[o].abstract) for _, _, o in kernel_items)
-        return ParserNode(node_id, frozenset(kernel_items), {k: tuple(v) for k, v in expect.items()},
-                          {k: tuple(v) for k, v in waiting.items()}, accepting, abstract)
+        return accepting
+
+    def _completion(self, origin: int, lhs: int, depth: int) -> tuple[dict, dict, frozenset, bool]:
+        """What completing ``lhs`` with origin ``origin`` adds to a set: the closure of the
+        items of ``origin`` waiting for ``lhs``, advanced (memoised: sets are immutable)."""
+        key = (origin, lhs)
+        hit = self._completion_memo.get(key)
+        if hit is not None:
+            return hit
+        expect: dict[int, list] = {}
+        waiting: dict[int, list] = {}
+        predicts: set[int] = set()
+        agenda = [(r2, d2 + 1, origin if o2 == SELF else o2) for r2, d2, o2 in self._nodes[origin].waiting.get(lhs, ())]
+        accepting = self._advance_items(agenda, expect, waiting, predicts, origin, {(origin, lhs)}, depth)
+        hit = self._completion_memo[key] = (expect, waiting, frozenset(predicts), accepting)
+        return hit

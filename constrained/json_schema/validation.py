@@ -28,8 +28,9 @@ from constrained.json_schema.resolver import Located, SchemaIndex
 
 # object keywords that constrain each member on its own (checked on one-member objects)
 MEMBER_KEYWORDS = frozenset({"type", "properties", "patternProperties", "additionalProperties", "propertyNames"})
-# object keywords that constrain only the set of keys (checked here directly)
-KEY_SET_KEYWORDS = frozenset({"required", "minProperties", "maxProperties", "dependentRequired"})
+# object keywords that constrain only the set of keys (checked here directly; also
+# dependentRequired / draft-07 dependencies with arrays, where the draft knows them)
+KEY_SET_KEYWORDS = frozenset({"required", "minProperties", "maxProperties"})
 MEMBER_MEMO_LIMIT = 1 << 16
 
 
@@ -152,20 +153,34 @@ class _MemberwiseObject:
     @classmethod
     def plan(cls, validators: "SchemaValidators", loc: Located) -> "_MemberwiseObject | None":
         schema = loc.schema
-        if not isinstance(schema, dict) or any(k not in MEMBER_KEYWORDS and k not in KEY_SET_KEYWORDS
-                                               and k not in ANNOTATIONS for k in schema):
+        if not isinstance(schema, dict):
             return None
-        required = schema.get("required", [])
-        dependent = schema.get("dependentRequired", {})
-        low, high = schema.get("minProperties", 0), schema.get("maxProperties", float("inf"))
+        if validators._cls is None:
+            validators._setup()
+        known = validators._cls.VALIDATORS          # keywords this draft's validator evaluates
+        if "required" not in known or "$ref" in schema:    # draft 3, or $ref (siblings ignored up to draft 7)
+            return None
+        dependent_keywords = [k for k in ("dependentRequired", "dependencies") if k in known and k in schema]
+        for k in schema:
+            if k in known and k not in MEMBER_KEYWORDS and k not in KEY_SET_KEYWORDS and k not in ANNOTATIONS \
+                    and k not in dependent_keywords:
+                return None      # a keyword on the whole object: the whole-object validator decides
+        required = schema.get("required", []) if "required" in known else []
+        low = schema.get("minProperties", 0) if "minProperties" in known else 0
+        high = schema.get("maxProperties", float("inf")) if "maxProperties" in known else float("inf")
+        dependent = [schema[k] for k in dependent_keywords]
         if not (isinstance(required, list) and all(isinstance(r, str) for r in required)
-                and isinstance(dependent, dict)
-                and all(isinstance(v, list) and all(isinstance(r, str) for r in v) for v in dependent.values())
+                and all(isinstance(d, dict) and all(isinstance(v, list) and all(isinstance(r, str) for r in v)
+                                                    for v in d.values()) for d in dependent)
                 and all(isinstance(n, (int, float)) and not isinstance(n, bool) for n in (low, high))):
-            return None          # malformed: the whole-object validator decides (and rejects)
-        member = {k: v for k, v in schema.items() if k not in KEY_SET_KEYWORDS}
+            return None          # malformed, or schema-valued dependencies: the whole-object validator decides
+        member = {k: v for k, v in schema.items() if k not in KEY_SET_KEYWORDS and k not in dependent_keywords}
         member_loc = Located(member, loc.base, loc.pointer, loc.resource, loc.resource_pointer)
-        return cls(validators.validator(member_loc), required, low, high, dependent)
+        merged: dict[str, list] = {}
+        for d in dependent:
+            for k, need in d.items():
+                merged.setdefault(k, []).extend(need)
+        return cls(validators.validator(member_loc), required, low, high, merged)
 
     def is_valid(self, value: dict) -> bool:
         if not self.min_props <= len(value) <= self.max_props:
