@@ -736,10 +736,13 @@ class SchemaCompiler:
             # members in any order: a superset (repeats, missing required) checked when the object completes
             self.check(conj[0], "properties", "property_order='any': required members and unique keys are "
                                               "checked")
-            members = b.fresh("obj_members")
-            for member in [kv(name, value) for name, value, _ in declared] + kvxs:
-                b.rule(members, *member)
-                b.rule(members, members, *w, comma, *w, *member)
+            # one list rule over one member nonterminal: a parser set after a member
+            # then holds one list item, not one per declared key
+            members, member = b.fresh("obj_members"), b.fresh("obj_member")
+            for alternative in [kv(name, value) for name, value, _ in declared] + kvxs:
+                b.rule(member, *alternative)
+            b.rule(members, member)
+            b.rule(members, members, *w, comma, *w, member)
             out = [(lb, *w, members, *w, rb)]
             if not any(req for _, _, req in declared):
                 out.append((lb, *w, rb))
