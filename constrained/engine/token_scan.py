@@ -53,3 +53,52 @@ def scan_tokens(dfa: ByteDFA, starts: np.ndarray | int, toks: np.ndarray, offs: 
         return live_end, np.concatenate(split_i), np.concatenate(split_p)
     empty = np.zeros(0, np.int64)
     return live_end, empty, empty
+
+
+def scan_from_state(dfa: ByteDFA, state: int, toks: np.ndarray, lens: np.ndarray,
+                    flat_bytes: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`scan_tokens` from one state at offset 0 for many tokens (same answers, faster).
+
+    ``toks`` must be sorted by length, longest first (``lens`` their lengths), and
+    ``flat_bytes`` the vocabulary's byte matrix flattened (row width ``width``).
+    The tokens still being read at byte ``j`` are then a prefix of the arrays, so
+    a step is a few whole-prefix operations without compaction; dead tokens sit in
+    the dead state until dropping them pays off.  Split points come back as
+    ``(index into toks, position)`` in no particular order."""
+    n = len(toks)
+    live_end = np.zeros(n, dtype=bool)
+    empty = np.zeros(0, np.int64)
+    if n == 0:
+        return live_end, empty, empty
+    table = dfa.transitions.reshape(-1).astype(np.int64)
+    accepting = dfa.accepting
+    idx = np.arange(n)
+    base = toks.astype(np.int64) * width
+    st = np.full(n, state, np.int64)
+    neg_lens = -lens.astype(np.int64)          # ascending
+    split_i: list[np.ndarray] = []
+    split_p: list[np.ndarray] = []
+    j = 0
+    active = n
+    while active:
+        st[:active] = table.take(st[:active] * 256 + flat_bytes.take(base[:active] + j))
+        still = int(np.searchsorted(neg_lens[:active], -(j + 1), side="left"))   # longer than j + 1
+        if still < active:       # tokens of length j + 1 end here: the tail of the active prefix
+            live_end[idx[still:active][st[still:active] != 0]] = True
+        if still:
+            acc = accepting.take(st[:still])
+            if acc.any():
+                hit = idx[:still][acc]
+                split_i.append(hit)
+                split_p.append(np.full(len(hit), j + 1, np.int64))
+        active = still
+        j += 1
+        if active > 2048 and j % 2 == 0:
+            alive = st[:active] != 0
+            kept = int(np.count_nonzero(alive))
+            if kept * 2 < active:
+                idx, base, st, neg_lens = (a[:active][alive] for a in (idx, base, st, neg_lens))
+                active = kept
+    if split_i:
+        return live_end, np.concatenate(split_i), np.concatenate(split_p)
+    return live_end, empty, empty

@@ -28,7 +28,7 @@ import numpy as np
 
 from constrained.automata.byte_dfa import ByteDFA
 from constrained.engine.crossing import CrossingSet, CrossingSets
-from constrained.engine.token_scan import scan_tokens
+from constrained.engine.token_scan import scan_from_state, scan_tokens
 from constrained.masks import pack_mask
 
 TABLE_FORMAT = 1
@@ -70,6 +70,12 @@ class TokenTables:
         order = np.argsort(first, kind="stable")
         self._by_first = self.text_tokens[order]
         self._first_bounds = np.searchsorted(first[order], np.arange(257))
+        # text tokens longest first, for `scan_from_state` (states that read many bytes)
+        by_length = np.argsort(-self.lengths[self.text_tokens], kind="stable")
+        self._by_length = self.text_tokens[by_length]
+        self._by_length_lens = self.lengths[self._by_length].astype(np.int64)
+        self._by_length_first = first[by_length]
+        self._flat_bytes = np.ascontiguousarray(self.byte_matrix).reshape(-1)
         self.cache_dir = None if cache_dir is None else Path(cache_dir) / "tables" / vocab.content_hash()[:24]
         self._tables: dict[str, dict[int, StateTokenTable]] = {}
         self._by_residual: dict[str, StateTokenTable] = {}
@@ -145,20 +151,27 @@ class TokenTables:
             return per
 
     def _compute(self, dfa: ByteDFA, state: int) -> StateTokenTable:
-        live = np.flatnonzero(dfa.transitions[state] != 0)
-        if live.size == 256:
-            toks = self.text_tokens
+        live_bytes = dfa.transitions[state] != 0
+        live = np.flatnonzero(live_bytes)
+        inside_bits = np.zeros(self.size, dtype=bool)
+        if live.size >= SHARE_MIN_LIVE_BYTES:      # many tokens: the prefix scan, longest first
+            pick = live_bytes[self._by_length_first]
+            toks = self._by_length[pick]
+            live_end, si, sp = scan_from_state(dfa, state, toks, self._by_length_lens[pick], self._flat_bytes,
+                                               self.byte_matrix.shape[1])
         else:   # a token whose first byte is dead here is neither inside nor crossing
             b = self._first_bounds
             toks = np.sort(np.concatenate([self._by_first[b[x]:b[x + 1]] for x in live])) if live.size \
                 else self.text_tokens[:0]
-        live_end, si, sp = scan_tokens(dfa, state, toks, np.zeros(len(toks), np.int64),
-                                       self.byte_matrix, self.lengths)
-        inside_bits = np.zeros(self.size, dtype=bool)
+            live_end, si, sp = scan_tokens(dfa, state, toks, np.zeros(len(toks), np.int64),
+                                           self.byte_matrix, self.lengths)
         inside_bits[toks[live_end]] = True
         keep = ~live_end[si]
-        cross_toks = toks[si[keep]].astype(np.int32)
-        cross_pos = sp[keep].astype(np.int32)
+        cross_toks = toks[si[keep]]
+        cross_pos = sp[keep]
+        order = np.lexsort((cross_toks, cross_pos))     # by (position, token): one canonical order
+        cross_toks = cross_toks[order].astype(np.int32)
+        cross_pos = cross_pos[order].astype(np.int32)
         inside = pack_mask(inside_bits).view(np.uint8)
         for a in (inside, cross_toks, cross_pos):
             a.setflags(write=False)
