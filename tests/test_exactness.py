@@ -26,15 +26,11 @@ import numpy as np
 import pytest
 
 from constrained import TokenVocabulary, compile_grammar, unpack_mask
-from reference import (
-    Case,
-    Reference,
-    StringGenerator,
-    inline_cases,
-    is_utf8,
-    shipped_cases,
-    sub_vocabulary_bytes,
-)
+from constrained.testing.derivation import GrammarSampler, RandomChooser
+from constrained.testing.reference import Reference
+from constrained.testing.tokens import is_utf8, sub_vocabulary_bytes
+
+from cases import Case, inline_cases, shipped_cases
 
 ROOT = Path(__file__).resolve().parents[1]
 INLINE = inline_cases()
@@ -83,8 +79,8 @@ def small_vocab(case: Case, base: tuple[bytes, ...]) -> TokenVocabulary:
     hit = _SMALL_VOCABS.get(case.name)
     if hit is None:
         rng = random.Random(f"subvocab:{case.name}")
-        gen = StringGenerator(case.grammar)
-        samples = [gen.generate(rng) for _ in range(60)]
+        gen = GrammarSampler(case.grammar)
+        samples = [gen.generate(RandomChooser(rng)) for _ in range(60)]
         tb = sub_vocabulary_bytes(base, samples, rng, size=2000)
         tb.insert(len(tb) // 2, b"")  # a special token that is not EOS
         tb.insert(0, b"")             # EOS
@@ -261,12 +257,12 @@ def test_reference_mask_detects_a_wrong_mask():
 def test_reference_agrees_with_independent_oracle(case: Case):
     """The reference itself, against lark / re on generated strings and their mutants."""
     rng = random.Random(f"oracle:{case.name}")
-    gen = StringGenerator(case.grammar)
+    gen = GrammarSampler(case.grammar)
     ref = case.reference
     checked = 0
     n_strings = 30 if case in INLINE else 10  # lark's dynamic_complete parser is slow on big grammars
     for _ in range(n_strings):
-        s = gen.generate(rng, max_depth=5)
+        s = gen.generate(RandomChooser(rng), max_depth=5)
         variants = [s]
         for _ in range(2):
             if s:

@@ -24,7 +24,10 @@ from hypothesis import strategies as st
 from constrained import compile_grammar, unpack_mask
 from constrained.engine.forced import LOOKBACK_TOKENS
 from constrained.errors import MatcherTerminatedError
-from reference import Case, StringGenerator, ids_by_bytes, inline_cases, is_utf8, random_split, shipped_cases
+from constrained.testing.derivation import GrammarSampler, RandomChooser
+from constrained.testing.tokens import ids_by_bytes, is_utf8, random_split
+
+from cases import Case, inline_cases, shipped_cases
 
 ROOT = Path(__file__).resolve().parents[1]
 INLINE = inline_cases()
@@ -154,7 +157,7 @@ def feed_tokens(m, tokens, vocab) -> tuple[bool, str]:
 def generated(case: Case, seed: int, max_len: int = 300) -> bytes | None:
     """A string of the language (checked by the oracle), or None."""
     rng = random.Random(seed)
-    s = StringGenerator(case.grammar).generate(rng, max_depth=rng.randint(2, 6))
+    s = GrammarSampler(case.grammar).generate(RandomChooser(rng), max_depth=rng.randint(2, 6))
     if len(s) > min(max_len, case.max_bytes) or not is_utf8(s) or not in_language(case, s):
         return None
     return s
