@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 from constrained import TokenVocabulary, compile_grammar, unpack_mask
-from constrained.testing.derivation import GrammarSampler, RandomChooser
+from constrained.grammar.derivations import GrammarSampler, RandomChooser
 from constrained.testing.reference import Reference
 from constrained.testing.tokens import is_utf8, sub_vocabulary_bytes
 

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from constrained import compile_grammar, unpack_mask
 from constrained.engine.forced import LOOKBACK_TOKENS
 from constrained.errors import MatcherTerminatedError
-from constrained.testing.derivation import GrammarSampler, RandomChooser
+from constrained.grammar.derivations import GrammarSampler, RandomChooser
 from constrained.testing.tokens import ids_by_bytes, is_utf8, random_split
 
 from cases import Case, inline_cases, shipped_cases

@@ -35,7 +35,7 @@ from constrained.testing.checks import (
     assert_sound,
     parses,
 )
-from constrained.testing.derivation import GrammarSampler, RandomChooser
+from constrained.grammar.derivations import GrammarSampler, RandomChooser
 from constrained.testing.reference import Reference
 from constrained.testing.strategies import Walk, grammar_strings, masked_walks, schema_instances, tokenizations
 

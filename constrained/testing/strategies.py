@@ -24,7 +24,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from constrained.grammar.ir import Grammar
-from constrained.testing.derivation import GrammarSampler
+from constrained.grammar.derivations import GrammarSampler
 
 _SAMPLERS: dict[int, tuple[Grammar, GrammarSampler]] = {}
 
@@ -60,7 +60,7 @@ def grammar_strings(grammar, *, max_depth: int = 8, max_size: int | None = None,
     """Strings of ``grammar``'s language (a `Grammar` or a compiled one), as UTF-8 bytes.
 
     Random derivations that reach every rule and alternative (see
-    `constrained.testing.derivation`); ``max_depth`` bounds the derivation depth
+    `constrained.grammar.derivations`); ``max_depth`` bounds the derivation depth
     and ``max_size`` the number of terminals before only the shallowest
     alternatives are taken.  Failing examples shrink towards the first
     alternatives, short terminals and no ignored text."""
