@@ -261,3 +261,12 @@ def test_property_testing_example_runs(monkeypatch, capsys) -> None:
     runpy.run_path(str(GRAMMARS.parent / "examples" / "property_testing.py"), run_name="__main__")
     out = capsys.readouterr().out
     assert "naive grammar, as expected" in out and "300 hypothesis derivations" in out
+
+
+def test_grammar_strings_shrink_to_small_counterexamples() -> None:
+    from hypothesis import find
+
+    grammar = Grammar.from_lark('start: item ("," item)*\nitem: /[a-z]{1,8}/ | "[" start "]"')
+    smallest = find(grammar_strings(grammar, max_depth=6), lambda s: b"q" in s and b"[" in s,
+                    settings=settings(max_examples=2000, database=None))
+    assert smallest == b"[q]", smallest
