@@ -270,3 +270,10 @@ def test_grammar_strings_shrink_to_small_counterexamples() -> None:
     smallest = find(grammar_strings(grammar, max_depth=6), lambda s: b"q" in s and b"[" in s,
                     settings=settings(max_examples=2000, database=None))
     assert smallest == b"[q]", smallest
+
+
+def test_pytest_plugin_fixtures(compile_for_test, byte_vocab) -> None:
+    compiled = compile_for_test('start: "(" start ")" | "x"')
+    assert compiled.vocab is byte_vocab
+    assert assert_sound(compiled, lambda t: t.count("(") == t.count(")") and t.strip("()") == "x", walks=40) > 0
+    assert assert_complete(compiled, ["x", "((x))"]) == 2 * 4     # canonical + 3 random splits each

@@ -23,6 +23,7 @@ import pytest
 
 @pytest.fixture(scope="session")
 def byte_vocab():
+    """Every single byte as a token (ids 0-255) plus EOS (id 256)."""
     from constrained import TokenVocabulary
 
     return TokenVocabulary.from_token_bytes([bytes([b]) for b in range(256)] + [b""], eos_ids=[256])
@@ -30,6 +31,8 @@ def byte_vocab():
 
 @pytest.fixture
 def compile_for_test(byte_vocab):
+    """``compile_for_test(grammar_or_lark_text, vocab=None)``: a `CompiledGrammar` for
+    ``byte_vocab`` (or ``vocab``), without the disk cache."""
     from constrained import Grammar, compile_grammar
 
     def compile_(grammar, vocab=None):
