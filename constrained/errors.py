@@ -124,3 +124,11 @@ class MatcherError(ConstrainedError):
 
 class MatcherTerminatedError(MatcherError):
     """The matcher already accepted an end-of-sequence token; it takes no more input."""
+
+
+class ModelError(ConstrainedError):
+    """A language model cannot be found, loaded or used (names the path and the cause)."""
+
+
+class GenerationError(ConstrainedError):
+    """Constrained generation could not finish (e.g. the token budget ran out)."""

@@ -61,7 +61,7 @@ def apply_token_mask(logits, mask, *, fill: float = float("-inf")):
     """
     import torch
 
-    m = torch.as_tensor(np.asarray(mask) if not isinstance(mask, torch.Tensor) else mask)
+    m = mask if isinstance(mask, torch.Tensor) else torch.from_numpy(np.array(mask))  # a copy: masks are read-only
     m = m.to(device=logits.device, dtype=torch.int32, non_blocking=True)
     v = logits.shape[-1]
     shifts = torch.arange(32, device=logits.device, dtype=torch.int32)

@@ -13,6 +13,9 @@ Example:
     True
 """
 
+from samplers.ancestral import AncestralSampler, Greedy, MinP, Temperature, TokenRule, TopK, TopP
+from samplers.base import LogitsSource, Sample, Sampler
 from samplers.constraint import Constraint
 
-__all__ = ["Constraint"]
+__all__ = ["AncestralSampler", "Constraint", "Greedy", "LogitsSource", "MinP", "Sample", "Sampler", "Temperature",
+           "TokenRule", "TopK", "TopP"]

