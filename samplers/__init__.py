@@ -15,7 +15,9 @@ Example:
 
 from samplers.ancestral import AncestralSampler, Greedy, MinP, Temperature, TokenRule, TopK, TopP
 from samplers.base import LogitsSource, Sample, Sampler
+from samplers.beam import BeamSearch
 from samplers.constraint import Constraint
+from samplers.mirostat import MirostatV1, MirostatV2
 
-__all__ = ["AncestralSampler", "Constraint", "Greedy", "LogitsSource", "MinP", "Sample", "Sampler", "Temperature",
-           "TokenRule", "TopK", "TopP"]
+__all__ = ["AncestralSampler", "BeamSearch", "Constraint", "Greedy", "LogitsSource", "MinP", "MirostatV1",
+           "MirostatV2", "Sample", "Sampler", "Temperature", "TokenRule", "TopK", "TopP"]

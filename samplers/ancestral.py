@@ -126,5 +126,7 @@ class AncestralSampler:
             generator=None) -> list[Sample]:
         from constrained.decoding import decode_loop
 
+        if hasattr(self.rule, "reset"):      # stateful rules (mirostat) start fresh every run
+            self.rule.reset()
         return [decode_loop(source, constraint, eos_ids, self.rule.choose, max_tokens=max_tokens,
                             generator=generator)]

@@ -193,3 +193,95 @@ def test_default_model_constrained_json(default_lm) -> None:
 
     jsonschema.validate(value, schema)
     assert out.stop == "eos"
+
+
+# ---------------------------------------------------------------------- beams
+BEAM_CASES = [("(red|green|blue|black) (cat|dog|cow)s?", b"Pet: "), ("[0-9]{1,3}(\\.[0-9])?", b"n="),
+              ("\\{\"k\": (true|false|null|[0-9]{1,2})\\}", b"JSON ")]
+
+
+@pytest.mark.parametrize("regex, prompt", BEAM_CASES)
+def test_beam_search_is_valid_and_never_worse_than_greedy(tiny, regex, prompt) -> None:
+    from samplers.beam import BeamSearch
+
+    g = compiled(tiny, regex)
+    greedy = AncestralSampler(Greedy()).run(tiny.session(list(prompt)), g.matcher(), tiny.eos_ids, max_tokens=20)[0]
+    beams = BeamSearch(num_beams=4).run(tiny.session(list(prompt)), g.matcher(), tiny.eos_ids, max_tokens=20)
+    assert beams and all(re.fullmatch(regex, bytes(b.tokens).decode()) and b.finished for b in beams)
+    assert [b.logprob for b in beams] == sorted((b.logprob for b in beams), reverse=True)
+    assert beams[0].logprob >= greedy.logprob - 1e-6
+
+
+def test_diverse_beam_search_returns_groups_times_beams_distinct_outputs(tiny) -> None:
+    from samplers.beam import BeamSearch
+
+    regex = "(red|green|blue|black|white) (cat|dog|cow|owl)s?"
+    g = compiled(tiny, regex)
+    outs = BeamSearch(num_beams=6, groups=3, diversity=2.0).run(tiny.session(list(b"Pet: ")), g.matcher(),
+                                                                tiny.eos_ids, max_tokens=20)
+    texts = [bytes(o.tokens).decode() for o in outs]
+    assert len(outs) == 6 and len(set(texts)) == 6, texts
+    assert all(re.fullmatch(regex, t) for t in texts)
+    assert {o.info["group"] for o in outs} == {0, 1, 2}
+
+
+def test_beam_arguments_are_checked() -> None:
+    from samplers.beam import BeamSearch
+
+    with pytest.raises(ValueError, match="multiple of groups"):
+        BeamSearch(num_beams=5, groups=2)
+
+
+# ---------------------------------------------------------------------- mirostat
+class _Zipf:
+    """A logits source with Zipf-distributed next tokens, shuffled per step;
+    EOS (id ``eos``) is all but excluded, so runs last ``max_tokens``."""
+
+    def __init__(self, width: int, seed: int, eos: int = 256, exponent: float = 1.5) -> None:
+        self.width, self.eos, self.exponent = width, eos, exponent
+        self.gen = torch.Generator().manual_seed(seed)
+        self.extend([])
+
+    def logits(self):
+        return self.value
+
+    def extend(self, tokens) -> None:
+        ranks = torch.randperm(self.width, generator=self.gen).double() + 1
+        self.value = (-self.exponent * torch.log(ranks)).float()
+        self.value[self.eos] = -40.0
+
+    def fork(self):
+        return self
+
+
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_mirostat_tracks_the_target_surprise_on_zipf_logits(tiny, version) -> None:
+    """Each tau on a Zipf source that can reach it (a random tiny model is nearly uniform:
+    no truncation gets its surprise down to 2 bits; Zipf 1.5's entropy is below 5 bits)."""
+    from samplers.mirostat import MirostatV1, MirostatV2
+
+    g = compiled(tiny, "[ -~]+")
+    for tau in (2.0, 3.0, 5.0):
+        rule = (MirostatV1 if version == "v1" else MirostatV2)(tau=tau, eta=0.1)
+        source = _Zipf(tiny.logits_width, int(tau), exponent=1.5 if tau < 4 else 0.7)
+        AncestralSampler(rule).run(source, g.matcher(), tiny.eos_ids, max_tokens=300,
+                                   generator=torch.Generator().manual_seed(int(tau)))
+        mean = float(np.mean(rule.surprises[:300]))
+        assert len(rule.surprises) >= 300 and abs(mean - tau) <= 0.1 * tau, (version, tau, mean)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_mirostat_tracks_the_target_surprise_on_the_default_model(default_lm, version) -> None:
+    """300 tokens of a story per tau in {2, 3, 5}: mean surprise within 10% of tau."""
+    from samplers.mirostat import MirostatV1, MirostatV2
+
+    g = compile_grammar(Grammar.from_regex(r"[A-Za-z ,.'\n-]+"), default_lm.vocab)
+    prompt = default_lm.prompt_ids("Write a long story about a lighthouse keeper.")
+    for tau in (2.0, 3.0, 5.0):
+        rule = (MirostatV1 if version == "v1" else MirostatV2)(tau=tau, eta=0.1)
+        AncestralSampler(rule).run(default_lm.session(prompt), g.matcher(), default_lm.eos_ids, max_tokens=300,
+                                   generator=torch.Generator().manual_seed(0))
+        mean = float(np.mean(rule.surprises[:300]))
+        print(f"mirostat {version} tau={tau}: mean surprise over {len(rule.surprises[:300])} tokens {mean:.2f}")
+        assert len(rule.surprises) >= 300 and abs(mean - tau) <= 0.1 * tau
