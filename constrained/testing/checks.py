@@ -26,7 +26,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from constrained.grammar.derivations import RandomChooser
 from constrained.masks import unpack_mask
+from constrained.testing.walks import MaskInconsistency, follow_mask
 
 
 class ConstraintCheckError(AssertionError):
@@ -84,32 +86,6 @@ def parses(parse: Callable[[str], object]) -> Callable[[str], bool]:
     return accepts
 
 
-def _walk(compiled, rng: random.Random, max_tokens: int, eos_p: float) -> tuple[list[int], bytes, bool]:
-    m = compiled.matcher()
-    vocab = compiled.vocab
-    eos = np.asarray(sorted(set(int(t) for t in vocab.eos_ids)), dtype=np.int64)
-    tokens: list[int] = []
-    text = bytearray()
-    for step in range(max_tokens + 1):
-        allowed = np.flatnonzero(unpack_mask(m.mask(), len(vocab)))
-        is_eos = np.isin(allowed, eos)
-        others = allowed[~is_eos]
-        if is_eos.any() and (not others.size or step == max_tokens or rng.random() < eos_p):
-            if not m.is_accepting():
-                raise SoundnessError(f"the mask allows EOS after {_show(bytes(text))} (tokens {tokens}) "
-                                     f"but the matcher is not accepting there (state {m.state_id})")
-            return tokens, bytes(text), True
-        if not others.size or step == max_tokens:
-            return tokens, bytes(text), False
-        t = int(others[rng.randrange(others.size)])
-        if not m.advance(t):
-            raise SoundnessError(f"the mask allows token {t} ({vocab.token_bytes[t]!r}) after "
-                                 f"{_show(bytes(text))} but advance() refuses it (state {m.state_id})")
-        tokens.append(t)
-        text += vocab.token_bytes[t]
-    return tokens, bytes(text), False    # pragma: no cover - the loop returns
-
-
 def assert_sound(compiled, reference_accepts: Callable[[str], object], *, walks: int = 200,
                  max_tokens: int = 64, eos_p: float = 0.3, seed: int = 0) -> int:
     """Every finished masked walk (random tokens allowed by the mask, ending in EOS)
@@ -120,13 +96,17 @@ def assert_sound(compiled, reference_accepts: Callable[[str], object], *, walks:
     (``parses(json.loads)``, ``parses(ast.parse)``).
     Returns how many finished walks were checked; raises `SoundnessError` with the
     shortest rejected text, its tokens and the reference's reason."""
-    rng = random.Random(seed)
+    chooser = RandomChooser(random.Random(seed))
     failures: list[_Failure] = []
     finished = 0
     for _ in range(walks):
-        tokens, text, done = _walk(compiled, rng, max_tokens, eos_p)
-        if not done:
+        try:
+            walk = follow_mask(compiled, chooser, max_tokens=max_tokens, eos_p=eos_p)
+        except MaskInconsistency as e:
+            raise SoundnessError(str(e)) from None
+        if not walk.finished:
             continue
+        tokens, text = list(walk.tokens), walk.text
         finished += 1
         ok, why = _accepts(reference_accepts, text)
         if not ok:

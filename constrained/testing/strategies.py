@@ -18,13 +18,13 @@ Example (a user's property test in a few lines):
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
 from hypothesis import strategies as st
 
 from constrained.grammar.ir import Grammar
 from constrained.grammar.derivations import GrammarSampler
+from constrained.testing.walks import Walk, follow_mask
 
 _SAMPLERS: dict[int, tuple[Grammar, GrammarSampler]] = {}
 
@@ -137,48 +137,14 @@ def tokenizations(text: bytes | str, vocab, *, max_token_bytes: int | None = Non
     return (st.just(canonical) | split()) if canonical is not None else split()
 
 
-@dataclass(frozen=True)
-class Walk:
-    """A token path that followed the mask: ``tokens`` (EOS excluded), their bytes, and
-    whether it ended by taking EOS (``finished``; else it stopped at ``max_tokens``)."""
-
-    tokens: tuple[int, ...]
-    text: bytes
-    finished: bool
-
-
 def masked_walks(compiled, *, max_tokens: int = 64, eos_p: float = 0.3) -> st.SearchStrategy[Walk]:
     """Random token paths through ``compiled`` (a `CompiledGrammar`) that follow its mask.
 
     At each step a token is drawn among the allowed ones; where EOS is allowed it is
     taken with probability about ``eos_p`` (always once ``max_tokens`` is reached,
     if allowed).  Shrinks towards short walks and low token ids."""
-    import numpy as np
-
-    from constrained.masks import unpack_mask
-
-    vocab = compiled.vocab
-    eos = np.asarray(sorted(set(int(t) for t in vocab.eos_ids)), dtype=np.int64)
-    size = len(vocab)
-
     @st.composite
     def walk(draw) -> Walk:
-        m = compiled.matcher()
-        chooser = HypothesisChooser(draw)
-        tokens: list[int] = []
-        text = bytearray()
-        for step in range(max_tokens + 1):
-            allowed = np.flatnonzero(unpack_mask(m.mask(), size))
-            is_eos = np.isin(allowed, eos)
-            others = allowed[~is_eos]
-            if is_eos.any() and (not others.size or step == max_tokens or not chooser.more(1 - eos_p)):
-                return Walk(tuple(tokens), bytes(text), True)
-            if not others.size or step == max_tokens:
-                return Walk(tuple(tokens), bytes(text), False)
-            t = int(chooser.choose(others))
-            assert m.advance(t), f"the mask allowed token {t} but advance() refused it"
-            tokens.append(t)
-            text += vocab.token_bytes[t]
-        return Walk(tuple(tokens), bytes(text), False)    # pragma: no cover - loop returns
+        return follow_mask(compiled, HypothesisChooser(draw), max_tokens=max_tokens, eos_p=eos_p)
 
     return walk()
