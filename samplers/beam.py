@@ -10,8 +10,9 @@ and no live beam can still beat the worst of them, or at ``max_tokens``.
 Diverse beam search splits the beams into ``groups``; groups extend one after the
 other at each step, and a group's scores are lowered by ``diversity`` times the
 number of earlier groups that chose the same token at this step (Hamming
-diversity).  Each group keeps its own finished hypotheses; the result holds every
-group's, best first, without duplicates.
+diversity).  Each group keeps its own finished hypotheses (twice its beams, so that
+outputs another group also found can be replaced); the result takes each group's
+best distinct outputs, fills gaps with the best spares, and is sorted by score.
 
 Example:
     >>> from constrained import Grammar, compile_grammar
@@ -63,6 +64,8 @@ class BeamSearch:
 
         eos = set(int(t) for t in eos_ids)
         per_group = self.num_beams // self.groups
+        # finished hypotheses kept per group: spares replace outputs another group found too
+        spare = 2 * per_group if self.groups > 1 else per_group
         beams = [_Beam([], 0.0, source.fork(), constraint.fork(), g) for g in range(self.groups)]
         finished: list[list[Sample]] = [[] for _ in range(self.groups)]
         for step in range(max_tokens + 1):
@@ -96,7 +99,7 @@ class BeamSearch:
                 for _value, bi, t, total in candidates:
                     b = group[bi]
                     if t in eos:
-                        if len(finished[g]) < per_group or total > min(s.logprob for s in finished[g]):
+                        if len(finished[g]) < spare or total > min(s.logprob for s in finished[g]):
                             finished[g].append(Sample(list(b.tokens), total, "eos", info={"group": g}))
                         continue
                     if len(live) == per_group:
@@ -108,9 +111,9 @@ class BeamSearch:
                     live.append(_Beam(b.tokens + [t], total, s, c, g))
                     chosen_now[t] = chosen_now.get(t, 0) + 1
                 finished[g].sort(key=lambda s: -self.score(s.logprob, len(s.tokens)))
-                del finished[g][per_group:]
+                del finished[g][spare:]
                 # a live beam can only lose log-probability: drop it once it cannot enter the top
-                if len(finished[g]) == per_group and not self.length_penalty:
+                if len(finished[g]) == spare and not self.length_penalty:
                     worst = finished[g][-1].logprob
                     live = [b for b in live if b.logprob > worst]
                 next_beams.extend(live)
@@ -119,9 +122,18 @@ class BeamSearch:
                 break
         out: list[Sample] = []
         seen: set[tuple[int, ...]] = set()
-        for s in sorted((s for group in finished for s in group),
+        ranked = [sorted(group, key=lambda s: -self.score(s.logprob, len(s.tokens))) for group in finished]
+        for group in ranked:                      # each group's best distinct outputs first ...
+            taken = 0
+            for s in group:
+                if taken < per_group and tuple(s.tokens) not in seen:
+                    seen.add(tuple(s.tokens))
+                    out.append(s)
+                    taken += 1
+        for s in sorted((s for group in ranked for s in group),     # ... then spares fill the gaps
                         key=lambda s: -self.score(s.logprob, len(s.tokens))):
-            if tuple(s.tokens) not in seen:
+            if len(out) < self.num_beams and tuple(s.tokens) not in seen:
                 seen.add(tuple(s.tokens))
                 out.append(s)
-        return out
+        out.sort(key=lambda s: -self.score(s.logprob, len(s.tokens)))
+        return out[: self.num_beams]

@@ -98,3 +98,61 @@ def test_cli_extract_and_generate(tmp_path, capsys) -> None:
     assert main(["extract", "--schema", str(tmp_path / "missing.json"), "--text", "x"]) == 2
     assert "InvalidSchemaError" in capsys.readouterr().err
     assert main(["generate", "--prompt", "x"]) == 2
+
+
+def _dev_schemas(n: int) -> list[dict]:
+    """``n`` MaskBench dev schemas spread over the file (small ones: the model is small)."""
+    import gzip
+
+    from conftest import SHARED
+
+    path = SHARED / "data" / "maskbench" / "dev.jsonl.gz"
+    if not path.is_file():
+        pytest.skip("MaskBench data not found")
+    rows = []
+    with gzip.open(path, "rt") as f:
+        for i, line in enumerate(f):
+            if i % 200 == 0:
+                schema = json.loads(line)["schema"]
+                if len(json.dumps(schema)) < 1500:
+                    rows.append(schema)
+    return rows[:n]
+
+
+@pytest.mark.slow
+def test_extract_on_twenty_varied_schemas_and_through_generate() -> None:
+    """Examples + MaskBench dev schemas: every extraction validates or is a typed error,
+    and the same schemas through ConstrainedLogitsProcessor in model.generate()."""
+    import torch
+    from transformers import LogitsProcessorList
+
+    from constrained import Grammar, compile_grammar
+    from constrained.app import _language_model
+    from constrained.models import ConstrainedLogitsProcessor
+
+    schemas = [s for s, _ in CASES] + _dev_schemas(20)
+    assert len(schemas) >= 20
+    lm = _language_model(None)
+    valid = errors = 0
+    for schema in schemas:
+        checker = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        try:
+            value = extract(schema, "Fill in plausible example values.", max_tokens=200)
+        except GenerationError:
+            errors += 1
+        else:
+            checker(schema, format_checker=checker.FORMAT_CHECKER).validate(value)
+            valid += 1
+        g = compile_grammar(Grammar.from_json_schema(schema, whitespace="compact"), lm.vocab)
+        prompt = torch.tensor([lm.prompt_ids("Give an example value as JSON. Schema: " + json.dumps(schema))])
+        proc = ConstrainedLogitsProcessor(g, prompt_length=prompt.shape[1])
+        out = lm.model.generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=False,
+                                logits_processor=LogitsProcessorList([proc]), max_new_tokens=200,
+                                eos_token_id=list(lm.eos_ids), pad_token_id=lm.eos_ids[0])
+        new = [t for t in out[0, prompt.shape[1]:].tolist()]
+        if any(t in lm.eos_ids for t in new):
+            body = new[:min(new.index(t) for t in lm.eos_ids if t in new)]
+            value = json.loads(b"".join(lm.vocab.token_bytes[t] for t in body))
+            checker(schema, format_checker=checker.FORMAT_CHECKER).validate(value)
+    print(f"extract: {valid} valid, {errors} typed errors of {len(schemas)} schemas")
+    assert valid >= len(schemas) // 2
