@@ -13,7 +13,7 @@ you meant, in a few lines of hypothesis:
 * building blocks: `Reference` (a textbook byte-level Earley recognizer),
   `GrammarSampler` (random derivations), token helpers
   (`constrained.testing.tokens`);
-* a pytest plugin (`constrained.testing.pytest_plugin`, registered on install):
+* a pytest plugin (`constrained.pytest_plugin`, registered on install; it needs no hypothesis):
   fixtures ``byte_vocab`` and ``compile_for_test``.
 
 Example:
