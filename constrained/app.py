@@ -66,15 +66,19 @@ def load_schema(schema: Any) -> tuple[dict | bool, Any]:
 
 
 _COMPILED: dict[tuple[str, str], Any] = {}
+COMPILED_CACHE_SIZE = 64     # compiled constraints kept per process (least recently used dropped)
 
 
 def _compiled(grammar, lm):
     from constrained import compile_grammar
 
     key = (grammar.content_hash() if hasattr(grammar, "content_hash") else repr(grammar), lm.vocab.content_hash())
-    hit = _COMPILED.get(key)
+    hit = _COMPILED.pop(key, None)
     if hit is None:
-        hit = _COMPILED[key] = compile_grammar(grammar, lm.vocab)
+        hit = compile_grammar(grammar, lm.vocab)
+        while len(_COMPILED) >= COMPILED_CACHE_SIZE:
+            _COMPILED.pop(next(iter(_COMPILED)))
+    _COMPILED[key] = hit          # most recently used last
     return hit
 
 
