@@ -95,6 +95,15 @@ def _run(lm, prompt_ids: list[int], grammar, sampler, max_tokens: int, seed: int
     return samples[0]
 
 
+def _finished_text(lm, sample, max_tokens: int) -> str:
+    """The sample's text; `GenerationError` if it did not end where the constraint accepts."""
+    text = b"".join(lm.vocab.token_bytes[t] for t in sample.tokens).decode("utf-8", "replace")
+    if not sample.finished:
+        raise GenerationError(f"the constraint was not satisfied within max_tokens={max_tokens} ({sample.stop}); "
+                              f"output so far: {text[:200]!r}")
+    return text
+
+
 def extract(schema: Any, text: str, *, model=None, instructions: str | None = None, max_tokens: int = 512,
             sampler=None, seed: int | None = None, **schema_options) -> Any:
     """A value extracted from ``text`` that validates against ``schema`` (a dict, a JSON
@@ -117,11 +126,7 @@ def extract(schema: Any, text: str, *, model=None, instructions: str | None = No
     grammar = Grammar.from_json_schema(json_schema, **schema_options)
     system = (instructions or DEFAULT_INSTRUCTIONS).replace("{schema}", json.dumps(json_schema))
     prompt = lm.prompt_ids(text, instructions=system)
-    sample = _run(lm, prompt, grammar, sampler, max_tokens, seed)
-    output = b"".join(lm.vocab.token_bytes[t] for t in sample.tokens).decode("utf-8", "replace")
-    if not sample.finished:
-        raise GenerationError(f"no complete value within max_tokens={max_tokens} ({sample.stop}); "
-                              f"output so far: {output[:200]!r}")
+    output = _finished_text(lm, _run(lm, prompt, grammar, sampler, max_tokens, seed), max_tokens)
     value = json.loads(output)
     cls = jsonschema.validators.validator_for(json_schema, default=jsonschema.Draft202012Validator) \
         if isinstance(json_schema, dict) else jsonschema.Draft202012Validator
@@ -154,9 +159,5 @@ def generate(prompt: str, *, grammar: Any = None, regex: str | None = None, json
     else:
         g = Grammar.from_lark(str(grammar))
     lm = _language_model(model)
-    sample = _run(lm, lm.prompt_ids(prompt, instructions=instructions), g, sampler, max_tokens, seed)
-    text = b"".join(lm.vocab.token_bytes[t] for t in sample.tokens).decode("utf-8", "replace")
-    if not sample.finished:
-        raise GenerationError(f"the constraint was not satisfied within max_tokens={max_tokens} ({sample.stop}); "
-                              f"output so far: {text[:200]!r}")
-    return text
+    return _finished_text(lm, _run(lm, lm.prompt_ids(prompt, instructions=instructions), g, sampler, max_tokens,
+                                   seed), max_tokens)

@@ -41,7 +41,8 @@ class _Mirostat(TokenRule):
         self.mu = 2 * self.tau
         self.surprises: list[float] = []
 
-    def _truncate(self, probs, order):      # -> number of top tokens kept
+    def _truncate(self, probs, order, finite: int) -> int:
+        """How many of the ``finite`` allowed tokens, most likely first (``order``), to keep."""
         raise NotImplementedError
 
     def choose(self, masked, generator) -> int:

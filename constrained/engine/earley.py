@@ -327,10 +327,8 @@ class EarleyParser:
                     continue
                 predicted.add(y)
                 own_expect, own_waiting, completes = self._own[y]
-                for k, v in own_expect.items():
-                    expect.setdefault(k, []).extend(v)
-                for k, v in own_waiting.items():
-                    waiting.setdefault(k, []).extend(v)
+                _merge(expect, own_expect)
+                _merge(waiting, own_waiting)
                 if completes and node_id == 0:
                     accepting = True
         abstract = any(o == CUT or (o >= 0 and self._nodes[o].abstract) for _, _, o in kernel_items)
@@ -373,10 +371,8 @@ class EarleyParser:
                 elif (o, lhs) not in merged:
                     merged.add((o, lhs))
                     c_expect, c_waiting, c_predicts, c_accepting = self._completion(o, lhs, depth + 1)
-                    for k, v in c_expect.items():
-                        expect.setdefault(k, []).extend(v)
-                    for k, v in c_waiting.items():
-                        waiting.setdefault(k, []).extend(v)
+                    _merge(expect, c_expect)
+                    _merge(waiting, c_waiting)
                     predicts |= c_predicts
                     accepting |= c_accepting
                 continue
@@ -404,3 +400,9 @@ class EarleyParser:
         accepting = self._advance_items(agenda, expect, waiting, predicts, origin, {(origin, lhs)}, depth)
         hit = self._completion_memo[key] = (expect, waiting, frozenset(predicts), accepting)
         return hit
+
+
+def _merge(into: dict[int, list], items: dict[int, list]) -> None:
+    """Append ``items``' lists to ``into``'s, key by key (``items`` is not modified)."""
+    for k, v in items.items():
+        into.setdefault(k, []).extend(v)

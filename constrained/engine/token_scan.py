@@ -70,7 +70,7 @@ def scan_from_state(dfa: ByteDFA, state: int, toks: np.ndarray, lens: np.ndarray
     empty = np.zeros(0, np.int64)
     if n == 0:
         return live_end, empty, empty
-    table = dfa.transitions.reshape(-1).astype(np.int64)
+    table = dfa.transitions.reshape(-1)       # a view: no copy per call
     accepting = dfa.accepting
     idx = np.arange(n)
     base = toks.astype(np.int64) * width

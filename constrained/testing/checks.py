@@ -125,7 +125,7 @@ def assert_complete(compiled, strings: Iterable[bytes | str], *, tokenizations: 
     by the mask, and EOS is allowed at the end.  Returns the number of token paths
     checked; raises `CompletenessError` naming the shortest failing string, the
     tokenization, the refused token and the state."""
-    from constrained.testing.tokens import ids_by_bytes, random_split
+    from constrained.testing.tokens import canonical_ids, ids_by_bytes, random_split
 
     vocab = compiled.vocab
     table = ids_by_bytes(vocab.token_bytes)
@@ -136,13 +136,9 @@ def assert_complete(compiled, strings: Iterable[bytes | str], *, tokenizations: 
     for s in strings:
         data = s.encode("utf-8") if isinstance(s, str) else bytes(s)
         paths = []
-        if isinstance(s, str) and hasattr(vocab, "encode"):
-            try:
-                ids = list(vocab.encode(s))
-            except Exception:  # noqa: BLE001 - no usable encoder: random splits only
-                ids = []
-            if b"".join(vocab.token_bytes[t] for t in ids) == data:
-                paths.append(("canonical", ids))
+        canonical = canonical_ids(s, vocab) if isinstance(s, str) else None
+        if canonical is not None:
+            paths.append(("canonical", canonical))
         for k in range(tokenizations):
             split = random_split(data, table, rng)
             if split is None:

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from constrained.grammar.ir import Grammar
 from constrained.grammar.derivations import GrammarSampler
+from constrained.testing.tokens import canonical_ids, ids_by_bytes, segmentable, split_choices
 from constrained.testing.walks import Walk, follow_mask
 
 _SAMPLERS: dict[int, tuple[Grammar, GrammarSampler]] = {}
@@ -103,34 +104,19 @@ def tokenizations(text: bytes | str, vocab, *, max_token_bytes: int | None = Non
     """Token id sequences whose bytes spell ``text``: the canonical one (``vocab.encode``,
     the simplest example) and random non-canonical segmentations."""
     data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
-    by_bytes: dict[bytes, int] = {}
-    for i, b in enumerate(vocab.token_bytes):
-        if b and b not in by_bytes:
-            by_bytes[b] = i
+    by_bytes = ids_by_bytes(vocab.token_bytes)
     longest = max_token_bytes or max((len(b) for b in by_bytes), default=1)
-    n = len(data)
-    ok = [False] * (n + 1)     # ok[i]: data[i:] can be segmented
-    ok[n] = True
-    for i in range(n - 1, -1, -1):
-        ok[i] = any(ok[i + k] and data[i:i + k] in by_bytes for k in range(1, min(longest, n - i) + 1))
+    ok = segmentable(data, by_bytes, longest)
     if not ok[0]:
         raise ValueError(f"{data[:40]!r}... cannot be spelled with this vocabulary")
-    canonical = None
-    if isinstance(text, str) and hasattr(vocab, "encode"):
-        try:
-            ids = list(vocab.encode(text))
-        except Exception:  # noqa: BLE001 - a vocabulary without a usable encoder: random splits only
-            ids = None
-        if ids is not None and b"".join(vocab.token_bytes[t] for t in ids) == data:
-            canonical = ids
+    canonical = canonical_ids(text, vocab) if isinstance(text, str) else None
 
     @st.composite
     def split(draw) -> list[int]:
         out, i = [], 0
-        while i < n:
-            choices = [k for k in range(min(longest, n - i), 0, -1) if ok[i + k] and data[i:i + k] in by_bytes]
-            k = choices[draw(st.integers(0, len(choices) - 1))]   # longest first: shrinks to greedy
-            out.append(by_bytes[data[i:i + k]])
+        while i < len(data):
+            k = HypothesisChooser(draw).choose(split_choices(data, i, ok, by_bytes, longest))  # shrinks to greedy
+            out.append(by_bytes[data[i:i + k]][0])
             i += k
         return out
 

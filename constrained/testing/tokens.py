@@ -14,29 +14,49 @@ import random
 from collections.abc import Iterable, Sequence
 
 
-def random_split(data: bytes, token_ids_by_bytes: dict[bytes, list[int]], rng: random.Random,
-                 max_len: int = 32) -> list[int] | None:
-    """A random segmentation of ``data`` into vocabulary tokens (None if impossible).
-
-    DP from the end: ``ok[i]`` says ``data[i:]`` can be segmented; then walk forward
-    choosing uniformly among the tokens that match at ``i`` and keep ``ok``.
-    """
+def segmentable(data: bytes, token_ids_by_bytes: dict[bytes, list[int]], max_len: int = 32) -> list[bool]:
+    """``ok[i]``: ``data[i:]`` can be spelled with vocabulary tokens (DP from the end)."""
     n = len(data)
     ok = [False] * (n + 1)
     ok[n] = True
     for i in range(n - 1, -1, -1):
         ok[i] = any(ok[i + k] and data[i:i + k] in token_ids_by_bytes for k in range(1, min(max_len, n - i) + 1))
+    return ok
+
+
+def split_choices(data: bytes, i: int, ok: list[bool], token_ids_by_bytes: dict[bytes, list[int]],
+                  max_len: int = 32) -> list[int]:
+    """Lengths ``k`` of the tokens that may come at ``i`` in a segmentation (longest first)."""
+    return [k for k in range(min(max_len, len(data) - i), 0, -1)
+            if ok[i + k] and data[i:i + k] in token_ids_by_bytes]
+
+
+def random_split(data: bytes, token_ids_by_bytes: dict[bytes, list[int]], rng: random.Random,
+                 max_len: int = 32) -> list[int] | None:
+    """A random segmentation of ``data`` into vocabulary tokens (None if impossible):
+    uniformly among the tokens that match at each position and keep the rest spellable."""
+    ok = segmentable(data, token_ids_by_bytes, max_len)
     if not ok[0]:
         return None
     out: list[int] = []
     i = 0
-    while i < n:
-        choices = [k for k in range(1, min(max_len, n - i) + 1)
-                   if ok[i + k] and data[i:i + k] in token_ids_by_bytes]
-        k = rng.choice(choices)
+    while i < len(data):
+        k = rng.choice(split_choices(data, i, ok, token_ids_by_bytes, max_len)[::-1])   # shortest first, as ever
         out.append(rng.choice(token_ids_by_bytes[data[i:i + k]]))
         i += k
     return out
+
+
+def canonical_ids(text: str, vocab) -> list[int] | None:
+    """``vocab.encode(text)`` when the vocabulary has a working encoder whose tokens spell
+    ``text`` exactly; None otherwise."""
+    if not hasattr(vocab, "encode"):
+        return None
+    try:
+        ids = list(vocab.encode(text))
+    except Exception:  # noqa: BLE001 - a vocabulary without a usable encoder
+        return None
+    return ids if b"".join(vocab.token_bytes[t] for t in ids) == text.encode("utf-8") else None
 
 
 def ids_by_bytes(token_bytes: Sequence[bytes]) -> dict[bytes, list[int]]:
