@@ -104,6 +104,24 @@ def _finished_text(lm, sample, max_tokens: int) -> str:
     return text
 
 
+def extraction_grammar(json_schema: Any, **schema_options) -> "Grammar":
+    """The grammar `extract` decodes with: `Grammar.from_json_schema` with compact
+    whitespace, canonical keys and enum strings (jump-forward appends them) and no
+    members beyond the declared ones where ``additionalProperties`` is absent, unless
+    ``schema_options`` say otherwise.
+
+    Example:
+        >>> extraction_grammar({"type": "object", "properties": {"a": {"type": "integer"}}}).source
+        '<json schema>'
+    """
+    from constrained import Grammar
+
+    schema_options.setdefault("whitespace", "compact")
+    schema_options.setdefault("additional_properties", False)
+    schema_options.setdefault("fixed_strings", "canonical")
+    return Grammar.from_json_schema(json_schema, **schema_options)
+
+
 def extract(schema: Any, text: str, *, model=None, instructions: str | None = None, max_tokens: int = 512,
             sampler=None, seed: int | None = None, **schema_options) -> Any:
     """A value extracted from ``text`` that validates against ``schema`` (a dict, a JSON
@@ -111,19 +129,16 @@ def extract(schema: Any, text: str, *, model=None, instructions: str | None = No
 
     ``instructions`` replace the default system prompt (``{schema}`` in them is
     replaced by the schema); ``schema_options`` go to `Grammar.from_json_schema`
-    (defaults here: compact whitespace, and no members beyond the declared ones
+    (defaults here: compact whitespace, keys and enum strings in their canonical
+    spelling so jump-forward can append them, and no members beyond the declared ones
     where ``additionalProperties`` is absent — a sound restriction that keeps small
     models from copying schema keywords into the value).  Raises `GenerationError`
     when the token budget runs out, never returns an invalid value."""
     import jsonschema
 
-    from constrained import Grammar
-
     json_schema, pydantic_class = load_schema(schema)
     lm = _language_model(model)
-    schema_options.setdefault("whitespace", "compact")
-    schema_options.setdefault("additional_properties", False)
-    grammar = Grammar.from_json_schema(json_schema, **schema_options)
+    grammar = extraction_grammar(json_schema, **schema_options)
     system = (instructions or DEFAULT_INSTRUCTIONS).replace("{schema}", json.dumps(json_schema))
     prompt = lm.prompt_ids(text, instructions=system)
     output = _finished_text(lm, _run(lm, prompt, grammar, sampler, max_tokens, seed), max_tokens)
@@ -150,7 +165,7 @@ def generate(prompt: str, *, grammar: Any = None, regex: str | None = None, json
     if regex is not None:
         g = Grammar.from_regex(regex)
     elif json_schema is not None:
-        g = Grammar.from_json_schema(load_schema(json_schema)[0])
+        g = Grammar.from_json_schema(load_schema(json_schema)[0], fixed_strings="canonical")
     elif isinstance(grammar, Grammar):
         g = grammar
     elif isinstance(grammar, (str, Path)) and Path(grammar).suffix in (".lark", ".gbnf", ".regex") \

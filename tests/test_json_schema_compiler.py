@@ -104,6 +104,21 @@ def test_additional_properties_default_follows_the_spec_or_the_option() -> None:
     assert _compiled(schema).accepts_bytes(b'{"\\u0061": 1}')
 
 
+def test_fixed_strings_canonical_spells_keys_and_enums_one_way() -> None:
+    schema = {"type": "object", "properties": {"né\n": {"enum": ["a\"b", "x/y"]}}, "required": ["né\n"]}
+    value = {"né\n": "x/y"}
+    canonical = _compiled(schema, fixed_strings="canonical")
+    assert canonical.accepts_bytes(json.dumps(value, ensure_ascii=False).encode())
+    assert canonical.accepts_bytes(json.dumps({"né\n": 'a"b'}, ensure_ascii=False).encode())
+    for other in (json.dumps(value).encode(),                       # \u00e9
+                  b'{"n\xc3\xa9\\u000a": "x/y"}', b'{"n\xc3\xa9\\n": "x\\/y"}'):
+        assert _compiled(schema).accepts_bytes(other)
+        assert not canonical.accepts_bytes(other)
+    # the canonical spelling makes the key forced bytes (jump-forward appends them)
+    m = _compiled(schema, fixed_strings="canonical", whitespace="compact").matcher()
+    assert m.forced_bytes() == '{"né\\n":"'.encode()
+
+
 @pytest.mark.parametrize("schema,error,keyword,pointer", [
     ({"type": "array", "items": {"uniqueItems": True, "type": "array"}}, UnsupportedSchemaError,
      "uniqueItems", "/items"),

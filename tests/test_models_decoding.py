@@ -71,6 +71,54 @@ def test_eos_only_where_the_constraint_accepts_and_budget_stops(tiny) -> None:
     assert out.stop == "eos" and bytes(out.tokens) == b"aaaaa"
 
 
+class _Counting:
+    """A logits source that records what it is fed."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.fed, self.forwards = inner, [], 0
+
+    def logits(self):
+        return self.inner.logits()
+
+    def extend(self, tokens) -> None:
+        self.fed.append(list(tokens))
+        self.inner.extend(tokens)
+
+    def fork(self):   # pragma: no cover - not used here
+        return _Counting(self.inner.fork())
+
+
+def test_jump_forward_feeds_forced_tokens_with_the_sampled_one(tiny) -> None:
+    g = compiled(tiny, "[ab]-----[cd]")
+    plain = decode_loop(tiny.session([65]), g.matcher(), tiny.eos_ids, Greedy().choose, max_tokens=20)
+    source = _Counting(tiny.session([65]))
+    m = g.matcher()
+    out = decode_loop(source, m, tiny.eos_ids, Greedy().choose, max_tokens=20, jump_forward=True)
+    assert out.tokens == plain.tokens and out.stop == plain.stop == "eos"
+    assert re.fullmatch("[ab]-----[cd]", bytes(out.tokens).decode())
+    # the first sampled byte and the five forced dashes go in one forward pass; after the
+    # last byte only EOS is allowed, so it is forced without a forward pass
+    assert source.fed == [out.tokens[:6]]
+    assert out.forced == 6 and m.is_terminated
+    assert out.logprob == pytest.approx(plain.logprob - _eos_and_dash_logprob(tiny, plain.tokens), abs=1e-4)
+
+
+def _eos_and_dash_logprob(lm, tokens) -> float:
+    """The model's log-probability of the forced dashes and the EOS after ``tokens``."""
+    ids = [65] + list(tokens)
+    with torch.no_grad():
+        logp = torch.log_softmax(lm.model(torch.tensor([ids])).logits[0].float(), dim=-1)
+    dashes = sum(float(logp[i, ids[i + 1]]) for i in range(1, 6))
+    return dashes + float(logp[-1, lm.eos_ids[0]])
+
+
+def test_jump_forward_respects_the_budget(tiny) -> None:
+    g = compiled(tiny, "a-{8}b")
+    out = decode_loop(tiny.session([65]), g.matcher(), tiny.eos_ids, Greedy().choose, max_tokens=4,
+                      jump_forward=True)
+    assert out.stop == "max_tokens" and bytes(out.tokens) == b"a---" and out.forced == 4   # nothing was sampled
+
+
 class _Fixed:
     """A logits source whose favourite token is a padding id beyond the vocabulary."""
 

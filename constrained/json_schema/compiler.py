@@ -438,11 +438,17 @@ class SchemaCompiler:
                 out.append(self._value_symbols(v))
         return out
 
+    def _fixed_string(self, text: str, hint: str) -> str:
+        """A terminal for the JSON string ``text`` in the spellings ``fixed_strings`` allows."""
+        if self.options.fixed_strings == "canonical":
+            return self.b.term(_literal_regex(json.dumps(text, ensure_ascii=False)), hint)
+        return self.b.term(json_string_regex(_literal_regex(text)), hint)
+
     def _value_symbols(self, value: Any) -> tuple[str, ...]:
         """Symbols spelling exactly the JSON value ``value`` (object keys in the given order)."""
         b, w = self.b, self.ws()
         if isinstance(value, str):
-            return (b.term(json_string_regex(_literal_regex(value)), "CONST_STR"),)
+            return (self._fixed_string(value, "CONST_STR"),)
         if isinstance(value, bool) or value is None:
             return (b.lit(json.dumps(value)),)
         if isinstance(value, (int, float)):
@@ -462,7 +468,7 @@ class SchemaCompiler:
             for i, (k, item) in enumerate(value.items()):
                 if i:
                     out += [*w, b.lit(","), *w]
-                out += [b.term(json_string_regex(_literal_regex(k)), "KEY"), *w, b.lit(":"), *w]
+                out += [self._fixed_string(k, "KEY"), *w, b.lit(":"), *w]
                 out += self._value_symbols(item)
             return (*out, *w, b.lit("}"))
         raise InvalidSchemaError(f"not a JSON value: {value!r}", keyword="enum")
@@ -728,7 +734,7 @@ class SchemaCompiler:
         extras = self._extra_members(conj, [] if unordered else names, name_conj)
 
         def kv(name: str, value: str) -> tuple[str, ...]:
-            return (b.term(json_string_regex(_literal_regex(name)), "KEY"), *w, colon, *w, value)
+            return (self._fixed_string(name, "KEY"), *w, colon, *w, value)
 
         kvxs = [(key, *w, colon, *w, value) for key, value in extras]
         lb, rb = b.lit("{"), b.lit("}")

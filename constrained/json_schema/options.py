@@ -31,6 +31,12 @@ class JsonSchemaOptions:
       order (the grammar allows every order; required members and unique keys are
       then value checks when the object completes) — for validating JSON written
       by others, e.g. the MaskBench protocol.
+    * ``fixed_strings``: how property names and ``const``/``enum`` strings may be
+      spelled: ``"any"`` (default: every JSON spelling, e.g. ``"\\u0061"`` for
+      ``"a"``, as a validator must accept) or ``"canonical"``: only the spelling of
+      ``json.dumps(s, ensure_ascii=False)`` — a sound restriction for generation
+      (the value is the same) that makes keys forced bytes, so jump-forward can
+      append them without sampling.
     * ``additional_properties``: what an absent ``additionalProperties`` means:
       ``True`` per the specification (default) or ``False`` (XGrammar's strict
       mode: only declared properties).
@@ -59,6 +65,7 @@ class JsonSchemaOptions:
     whitespace: Literal["bounded", "compact", "any"] = "bounded"
     max_whitespace: int = DEFAULT_MAX_WHITESPACE
     property_order: Literal["schema", "any"] = "schema"
+    fixed_strings: Literal["any", "canonical"] = "any"
     additional_properties: bool = True
     unknown_formats: Literal["annotation", "error"] = "annotation"
     max_repetition: int = 256
@@ -73,6 +80,8 @@ class JsonSchemaOptions:
             raise OptionError(f"max_whitespace must be >= 1, not {self.max_whitespace}")
         if self.property_order not in ("schema", "any"):
             raise OptionError(f"property_order must be 'schema' or 'any', not {self.property_order!r}")
+        if self.fixed_strings not in ("any", "canonical"):
+            raise OptionError(f"fixed_strings must be 'any' or 'canonical', not {self.fixed_strings!r}")
         if self.unknown_formats not in ("annotation", "error"):
             raise OptionError(f"unknown_formats must be 'annotation' or 'error', not {self.unknown_formats!r}")
         if self.formats not in ("assert", "annotation"):
