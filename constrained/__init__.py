@@ -10,7 +10,7 @@ Core API (the engine):
     (True, False, True, True)
 """
 
-from constrained.app import extract, generate
+from constrained.app import extract, extract_many, generate
 from constrained.engine.compiled import CompiledGrammar, compile_grammar
 from constrained.engine.matcher import Matcher
 from constrained.errors import (
@@ -33,5 +33,5 @@ __all__ = [
     "CompileLimitError", "CompiledGrammar", "ConstrainedError", "Grammar", "GrammarError",
     "GrammarSyntaxError", "Matcher", "MatcherError", "RegexError", "Rule", "TerminalDef",
     "TokenVocabulary", "UnsupportedGrammarError", "VocabularyError", "apply_token_mask",
-    "compile_grammar", "extract", "generate", "pack_mask", "unpack_mask",
+    "compile_grammar", "extract", "extract_many", "generate", "pack_mask", "unpack_mask",
 ]

@@ -82,7 +82,30 @@ def _compiled(grammar, lm):
     return hit
 
 
-def _run(lm, prompt_ids: list[int], grammar, sampler, max_tokens: int, seed: int | None):
+class _ProgressSource:
+    """A logits source that counts the tokens it is fed on a tqdm bar."""
+
+    def __init__(self, source, bar) -> None:
+        self.source, self.bar = source, bar
+
+    def logits(self):
+        return self.source.logits()
+
+    def extend(self, tokens) -> None:
+        self.source.extend(tokens)
+        self.bar.update(len(tokens))
+
+    def fork(self):   # pragma: no cover - samplers that fork get the bare source
+        return self.source.fork()
+
+
+def _progress(enabled: bool, total: int, desc: str):
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="tok", disable=None if enabled else True, leave=False)
+
+
+def _run(lm, prompt_ids: list[int], grammar, sampler, max_tokens: int, seed: int | None, progress: bool = False):
     import torch
 
     from samplers import AncestralSampler, Greedy
@@ -90,8 +113,10 @@ def _run(lm, prompt_ids: list[int], grammar, sampler, max_tokens: int, seed: int
     sampler = sampler or AncestralSampler(Greedy(), jump_forward=True)
     generator = torch.Generator().manual_seed(seed) if seed is not None else None
     constraint = _compiled(grammar, lm).matcher()
-    samples = sampler.run(lm.session(prompt_ids), constraint, lm.eos_ids, max_tokens=max_tokens,
-                          generator=generator)
+    with _progress(progress, max_tokens, "generating") as bar:
+        source = lm.session(prompt_ids)
+        samples = sampler.run(_ProgressSource(source, bar) if progress else source, constraint, lm.eos_ids,
+                              max_tokens=max_tokens, generator=generator)
     return samples[0]
 
 
@@ -123,7 +148,7 @@ def extraction_grammar(json_schema: Any, **schema_options) -> "Grammar":
 
 
 def extract(schema: Any, text: str, *, model=None, instructions: str | None = None, max_tokens: int = 512,
-            sampler=None, seed: int | None = None, **schema_options) -> Any:
+            sampler=None, seed: int | None = None, progress: bool = False, **schema_options) -> Any:
     """A value extracted from ``text`` that validates against ``schema`` (a dict, a JSON
     file path, or a pydantic model class: then an instance of it).
 
@@ -132,31 +157,87 @@ def extract(schema: Any, text: str, *, model=None, instructions: str | None = No
     (defaults here: compact whitespace, keys and enum strings in their canonical
     spelling so jump-forward can append them, and no members beyond the declared ones
     where ``additionalProperties`` is absent — a sound restriction that keeps small
-    models from copying schema keywords into the value).  Raises `GenerationError`
-    when the token budget runs out, never returns an invalid value."""
-    import jsonschema
-
+    models from copying schema keywords into the value).  ``progress`` shows a
+    token bar on a terminal.  Raises `GenerationError` when the token budget runs
+    out, never returns an invalid value."""
     json_schema, pydantic_class = load_schema(schema)
     lm = _language_model(model)
     grammar = extraction_grammar(json_schema, **schema_options)
+    prompt = _extraction_prompt(lm, json_schema, text, instructions)
+    output = _finished_text(lm, _run(lm, prompt, grammar, sampler, max_tokens, seed, progress), max_tokens)
+    return _validated(json_schema, pydantic_class, output)
+
+
+def extract_many(schema: Any, texts: list[str], *, model=None, instructions: str | None = None,
+                 max_tokens: int = 512, sampler=None, seed: int | None = None, batch_size: int = 8,
+                 progress: bool = False, **schema_options) -> list[Any]:
+    """`extract` for many texts, ``batch_size`` at a time in one forward pass per step
+    (`constrained.decoding.decode_batch`; each row has its own matcher).  Returns one
+    item per text: the value, or the `GenerationError` that text raised (one text
+    whose budget runs out does not lose the others).  ``sampler`` must have
+    ``run_batch`` (`samplers.AncestralSampler`); ``progress`` shows a bar of texts.
+
+    Example (with the default model installed):
+        >>> schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+        >>> extract_many(schema, ["I live in Oslo.", "Lyon is lovely."])          # doctest: +SKIP
+        [{'city': 'Oslo'}, {'city': 'Lyon'}]
+    """
+    import torch
+    from tqdm import tqdm
+
+    from samplers import AncestralSampler, Greedy
+
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, not {batch_size}")
+    json_schema, pydantic_class = load_schema(schema)
+    lm = _language_model(model)
+    compiled = _compiled(extraction_grammar(json_schema, **schema_options), lm)
+    sampler = sampler or AncestralSampler(Greedy(), jump_forward=True)
+    if not hasattr(sampler, "run_batch"):
+        raise ValueError(f"{type(sampler).__name__} cannot decode batches (it has no run_batch)")
+    generator = torch.Generator().manual_seed(seed) if seed is not None else None
+    out: list[Any] = []
+    with tqdm(total=len(texts), desc="extracting", unit="text", disable=None if progress else True) as bar:
+        for start in range(0, len(texts), batch_size):
+            chunk = texts[start:start + batch_size]
+            batch = lm.batch_session([_extraction_prompt(lm, json_schema, t, instructions) for t in chunk])
+            samples = sampler.run_batch(batch, [compiled.matcher() for _ in chunk], lm.eos_ids,
+                                        max_tokens=max_tokens, generator=generator)
+            for sample in samples:
+                try:
+                    out.append(_validated(json_schema, pydantic_class, _finished_text(lm, sample, max_tokens)))
+                except GenerationError as e:
+                    out.append(e)
+            bar.update(len(chunk))
+    return out
+
+
+def _extraction_prompt(lm, json_schema, text: str, instructions: str | None) -> list[int]:
     system = (instructions or DEFAULT_INSTRUCTIONS).replace("{schema}", json.dumps(json_schema))
-    prompt = lm.prompt_ids(text, instructions=system)
-    output = _finished_text(lm, _run(lm, prompt, grammar, sampler, max_tokens, seed), max_tokens)
+    return lm.prompt_ids(text, instructions=system)
+
+
+def _validated(json_schema, pydantic_class, output: str) -> Any:
+    """The parsed ``output``, validated against the schema (the last line of defence:
+    the grammar already guarantees validity); `GenerationError` if it does not."""
+    import jsonschema
+
     value = json.loads(output)
     cls = jsonschema.validators.validator_for(json_schema, default=jsonschema.Draft202012Validator) \
         if isinstance(json_schema, dict) else jsonschema.Draft202012Validator
     errors = list(cls(json_schema, format_checker=cls.FORMAT_CHECKER).iter_errors(value))
-    if errors:      # the grammar guarantees validity; this is the last line of defence
+    if errors:
         raise GenerationError(f"the output {output[:200]!r} does not validate: {errors[0].message}")
     return pydantic_class.model_validate(value) if pydantic_class is not None else value
 
 
 def generate(prompt: str, *, grammar: Any = None, regex: str | None = None, json_schema: Any = None,
              sampler=None, model=None, instructions: str | None = None, max_tokens: int = 256,
-             seed: int | None = None) -> str:
+             seed: int | None = None, progress: bool = False) -> str:
     """Text for ``prompt`` that follows exactly one of ``grammar`` (a `Grammar`, lark text or
-    a grammar file path), ``regex`` or ``json_schema``.  Raises `GenerationError` if the
-    budget runs out before the constraint is satisfied."""
+    a grammar file path), ``regex`` or ``json_schema``.  ``progress`` shows a token bar on
+    a terminal.  Raises `GenerationError` if the budget runs out before the constraint
+    is satisfied."""
     from constrained import Grammar
 
     given = [x is not None for x in (grammar, regex, json_schema)]
@@ -175,4 +256,4 @@ def generate(prompt: str, *, grammar: Any = None, regex: str | None = None, json
         g = Grammar.from_lark(str(grammar))
     lm = _language_model(model)
     return _finished_text(lm, _run(lm, lm.prompt_ids(prompt, instructions=instructions), g, sampler, max_tokens,
-                                   seed), max_tokens)
+                                   seed, progress), max_tokens)

@@ -10,7 +10,10 @@ prefix.
 
 ``constrained extract --schema FILE (--text TEXT | FILE | -)``: a JSON value that
 validates against the schema, extracted from the text with the model (the default
-one unless ``--model DIR``); printed as JSON.
+one unless ``--model DIR``); printed as JSON.  ``--texts FILE`` (one text per line,
+``-`` for standard input) extracts from each line, ``--batch-size`` lines at a time,
+printing one JSON line per text (``null`` and a message on standard error where a
+text fails; exit status 1 then).  Long runs show a progress bar on a terminal.
 
 ``constrained generate (--grammar FILE | --regex R | --schema FILE) --prompt P
 [--sampler greedy|temperature|top-k|top-p|min-p|mirostat] [--max-tokens N]``:
@@ -102,13 +105,44 @@ def _sampler(args):
 
 
 def cmd_extract(args) -> int:
-    from constrained.app import extract
+    from constrained.app import extract, extract_many
 
     model = args.model if args.model != "default" else None
-    value = extract(args.schema, _read_text(args.text), model=model, max_tokens=args.max_tokens,
-                    sampler=_sampler(args), seed=args.seed)
-    print(json.dumps(value if not hasattr(value, "model_dump") else value.model_dump(), ensure_ascii=False))
-    return 0
+    if (args.text is None) == (args.texts is None):
+        print("constrained extract: give exactly one of --text, --texts", file=sys.stderr)
+        return 2
+    if args.text is not None:
+        value = extract(args.schema, _read_text(args.text), model=model, max_tokens=args.max_tokens,
+                        sampler=_sampler(args), seed=args.seed, progress=True)
+        print(_json_line(value))
+        return 0
+    texts = [line for line in _read_lines(args.texts) if line.strip()]
+    values = extract_many(args.schema, texts, model=model, max_tokens=args.max_tokens, sampler=_sampler(args),
+                          seed=args.seed, batch_size=args.batch_size, progress=True)
+    failed = 0
+    for i, value in enumerate(values, 1):
+        if isinstance(value, ConstrainedError):
+            failed += 1
+            print(f"constrained extract: text {i}: {type(value).__name__}: {value}", file=sys.stderr)
+            print("null")
+        else:
+            print(_json_line(value))
+    return 1 if failed else 0
+
+
+def _json_line(value) -> str:
+    return json.dumps(value if not hasattr(value, "model_dump") else value.model_dump(), ensure_ascii=False)
+
+
+def _read_lines(spec: str) -> list[str]:
+    from pathlib import Path
+
+    if spec == "-":
+        return sys.stdin.read().splitlines()
+    path = Path(spec)
+    if not path.is_file():
+        raise FileNotFoundError(f"--texts: no such file: {spec}")
+    return path.read_text(encoding="utf-8").splitlines()
 
 
 def cmd_generate(args) -> int:
@@ -120,7 +154,7 @@ def cmd_generate(args) -> int:
         return 2
     model = args.model if args.model != "default" else None
     text = generate(_read_text(args.prompt), grammar=args.grammar_file, regex=args.regex, json_schema=args.schema,
-                    sampler=_sampler(args), model=model, max_tokens=args.max_tokens, seed=args.seed)
+                    sampler=_sampler(args), model=model, max_tokens=args.max_tokens, seed=args.seed, progress=True)
     print(text)
     return 0
 
@@ -155,7 +189,9 @@ def build_parser() -> argparse.ArgumentParser:
         s.set_defaults(func=fn, needs_grammar=True)
     s = sub.add_parser("extract", help="extract a schema-valid JSON value from a text")
     s.add_argument("--schema", required=True, help="a JSON Schema file")
-    s.add_argument("--text", required=True, help="the text, a file holding it, or - for standard input")
+    s.add_argument("--text", help="the text, a file holding it, or - for standard input")
+    s.add_argument("--texts", help="a file with one text per line (- for standard input): JSON lines out")
+    s.add_argument("--batch-size", type=int, default=8, help="texts decoded together with --texts")
     _generation_options(s)
     s.set_defaults(func=cmd_extract, needs_grammar=False)
     s = sub.add_parser("generate", help="constrained text for a prompt")
@@ -178,6 +214,9 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except ConstrainedError as e:
         print(f"constrained: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+    except FileNotFoundError as e:
+        print(f"constrained: {e}", file=sys.stderr)
         return 2
 
 

@@ -7,6 +7,11 @@ extends.  EOS is chosen only where the constraint accepts (its bits are in the
 mask only then).  The returned `samplers.base.Sample` carries the model's
 unconstrained log-probability of the tokens and why decoding stopped.
 
+`decode_batch` does the same for several sequences with independent constraints
+(a `constrained.models.BatchSession`: one forward pass per step for all rows;
+finished rows wait, the others go on).  Both share one per-sequence state machine,
+so a row of a batch decodes exactly as it would alone.
+
 Example:
     >>> from constrained import Grammar, compile_grammar
     >>> from constrained.models import LanguageModel
@@ -20,10 +25,92 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+
+import numpy as np
 
 from constrained.masks import apply_token_mask
 from samplers.base import Sample
+
+
+class _Sequence:
+    """One sequence's decoding state: chosen tokens, tokens not yet fed to the model,
+    and the `Sample` once it stopped."""
+
+    def __init__(self, constraint, eos: list[int], max_tokens: int, jump_forward: bool) -> None:
+        self.constraint = constraint
+        self.eos = eos
+        self.max_tokens = max_tokens
+        self.forced_of = getattr(constraint, "forced_tokens", None) if jump_forward else None
+        self.tokens: list[int] = []
+        self.pending: list[int] = []
+        self.logprob = 0.0
+        self.forced = 0
+        self.result: Sample | None = None
+        self.mask = None
+        if self.forced_of is not None:
+            self._take_forced()
+
+    def _stop(self, why: str) -> None:
+        self.result = Sample(self.tokens, self.logprob, why, self.forced)
+
+    def _take_forced(self) -> None:
+        """Advance through the tokens the constraint forces (a value check may veto one)."""
+        for t in self.forced_of()[: self.max_tokens - len(self.tokens)]:
+            if not self.constraint.advance(t):
+                self._stop("dead_end")
+                return
+            self.tokens.append(t)
+            self.pending.append(t)
+            self.forced += 1
+
+    def feed(self) -> list[int]:
+        """Before the forward pass: compute the mask; the tokens the model must be fed
+        (none once stopped, e.g. when only EOS may follow under jump-forward)."""
+        if self.result is not None:
+            return []
+        self.mask = self.constraint.mask()
+        if self.forced_of is not None and _only_eos(self.mask, self.eos):
+            if not np.any(self.mask):
+                self._stop("dead_end")
+            else:                                   # EOS is forced: no forward pass
+                self.constraint.advance(next(t for t in self.eos if _bit(self.mask, t)))
+                self.forced += 1
+                self._stop("eos")
+            return []
+        pending, self.pending = self.pending, []
+        return pending
+
+    def choose(self, logits, choose: Callable, generator) -> None:
+        """After the forward pass: pick a token from the masked ``logits`` and advance."""
+        import torch
+
+        if self.result is not None:
+            return
+        masked = apply_token_mask(logits.clone(), self.mask)
+        if not torch.isfinite(masked).any():
+            self._stop("dead_end")
+            return
+        if len(self.tokens) >= self.max_tokens:      # budget spent: stop here if the constraint may
+            eos_allowed = [t for t in self.eos if t < masked.shape[-1] and torch.isfinite(masked[t])]
+            if not eos_allowed:
+                self._stop("max_tokens")
+                return
+            keep = torch.full_like(masked, float("-inf"))
+            keep[eos_allowed] = masked[eos_allowed]
+            masked = keep
+        t = int(choose(masked, generator))
+        self.logprob += float(torch.log_softmax(logits, dim=-1)[t])
+        if t in self.eos:
+            self.constraint.advance(t)
+            self._stop("eos")
+            return
+        if not self.constraint.advance(t):       # pragma: no cover - the mask said it was allowed
+            raise RuntimeError(f"the constraint refused token {t} that its mask allowed")
+        self.tokens.append(t)
+        self.pending.append(t)
+        if self.forced_of is not None and len(self.tokens) < self.max_tokens:
+            self._take_forced()
 
 
 def decode_loop(source, constraint, eos_ids: tuple[int, ...], choose: Callable, *, max_tokens: int,
@@ -38,62 +125,53 @@ def decode_loop(source, constraint, eos_ids: tuple[int, ...], choose: Callable, 
     (the last token is then not fed to ``source``).  Forced tokens count towards
     ``max_tokens`` and in ``Sample.forced`` (a forced EOS too), and add nothing to
     ``Sample.logprob`` (which covers the sampled tokens)."""
-    import numpy as np
-    import torch
+    seq = _Sequence(constraint, sorted(set(int(t) for t in eos_ids)), max_tokens, jump_forward)
+    while seq.result is None:
+        tokens = seq.feed()
+        if tokens:
+            source.extend(tokens)
+        seq.choose(source.logits(), choose, generator)
+    return seq.result
 
+
+def decode_batch(source, constraints: Sequence, eos_ids: tuple[int, ...],
+                 choose: Callable | Sequence[Callable], *, max_tokens: int, generator=None,
+                 jump_forward: bool = False) -> list[Sample]:
+    """Decode ``len(constraints)`` sequences at once, row ``i`` of ``source`` (a
+    `constrained.models.BatchSession`: ``logits()`` is ``[rows, width]``,
+    ``extend(rows)`` takes a token list per row) under ``constraints[i]``.  Each row
+    decodes exactly as `decode_loop` would decode it alone (same rules, same
+    ``jump_forward``); a row that stopped is fed nothing.  ``choose`` is one chooser
+    for all rows or one per row (stateful rules).  One `Sample` per row.
+
+    Example:
+        >>> from constrained import Grammar, compile_grammar
+        >>> from constrained.models import LanguageModel
+        >>> from samplers.ancestral import Greedy
+        >>> lm = LanguageModel.tiny(seed=0)
+        >>> yes_no = compile_grammar(Grammar.from_regex("(yes|no)!"), lm.vocab, cache_dir=None)
+        >>> digits = compile_grammar(Grammar.from_regex("[0-9]{3}"), lm.vocab, cache_dir=None)
+        >>> batch = lm.batch_session([list(b"Answer: "), list(b"Number: ")])
+        >>> a, b = decode_batch(batch, [yes_no.matcher(), digits.matcher()], lm.eos_ids, Greedy().choose,
+        ...                     max_tokens=8)
+        >>> bytes(a.tokens) in (b"yes!", b"no!"), len(b.tokens)
+        (True, 3)
+    """
     eos = sorted(set(int(t) for t in eos_ids))
-    tokens: list[int] = []
-    pending: list[int] = []            # chosen, not yet fed to the source
-    logprob = 0.0
-    forced_count = 0
-    forced_of = getattr(constraint, "forced_tokens", None) if jump_forward else None
-
-    def take_forced() -> bool:
-        """Advance through the forced tokens; False when a value check vetoed one."""
-        nonlocal forced_count
-        forced = forced_of()[: max_tokens - len(tokens)]
-        for t in forced:
-            if not constraint.advance(t):   # value checks may veto what the grammar forces
-                return False
-            tokens.append(t)
-            pending.append(t)
-            forced_count += 1
-        return True
-
-    if forced_of is not None and not take_forced():
-        return Sample(tokens, logprob, "dead_end", forced_count)
-    while True:
-        mask = constraint.mask()
-        if forced_of is not None and _only_eos(mask, eos):
-            if not np.any(mask):
-                return Sample(tokens, logprob, "dead_end", forced_count)
-            constraint.advance(next(t for t in eos if _bit(mask, t)))   # EOS is forced: no forward
-            return Sample(tokens, logprob, "eos", forced_count + 1)
-        if pending:
-            source.extend(pending)
-            pending = []
+    if len(constraints) != len(source.logits()):
+        raise ValueError(f"{len(constraints)} constraints for a batch of {len(source.logits())} rows")
+    chooses = list(choose) if not callable(choose) else [choose] * len(constraints)
+    if len(chooses) != len(constraints):
+        raise ValueError(f"{len(chooses)} choosers for {len(constraints)} constraints")
+    seqs = [_Sequence(c, eos, max_tokens, jump_forward) for c in constraints]
+    while any(s.result is None for s in seqs):
+        rows = [s.feed() for s in seqs]
+        if any(rows):
+            source.extend(rows)
         logits = source.logits()
-        masked = apply_token_mask(logits.clone(), mask)
-        if not torch.isfinite(masked).any():
-            return Sample(tokens, logprob, "dead_end", forced_count)
-        if len(tokens) >= max_tokens:         # budget spent: stop here if the constraint may
-            eos_allowed = [t for t in eos if t < masked.shape[-1] and torch.isfinite(masked[t])]
-            if not eos_allowed:
-                return Sample(tokens, logprob, "max_tokens", forced_count)
-            keep = torch.full_like(masked, float("-inf"))
-            keep[eos_allowed] = masked[eos_allowed]
-            masked = keep
-        t = int(choose(masked, generator))
-        logprob += float(torch.log_softmax(logits, dim=-1)[t])
-        if t in eos:
-            constraint.advance(t)
-            return Sample(tokens, logprob, "eos", forced_count)
-        if not constraint.advance(t):       # pragma: no cover - the mask said it was allowed
-            raise RuntimeError(f"the constraint refused token {t} that its mask allowed")
-        tokens.append(t)
-        pending.append(t)
-        if forced_of is not None and len(tokens) < max_tokens and not take_forced():
-            return Sample(tokens, logprob, "dead_end", forced_count)
+        for i, s in enumerate(seqs):
+            s.choose(logits[i], chooses[i], generator)
+    return [s.result for s in seqs]
 
 
 def _bit(mask, t: int) -> bool:
@@ -102,8 +180,6 @@ def _bit(mask, t: int) -> bool:
 
 def _only_eos(mask, eos: list[int]) -> bool:
     """True when the packed ``mask`` allows no token but EOS ids (or nothing at all)."""
-    import numpy as np
-
     rest = np.array(mask, dtype=np.uint32, copy=True)
     for t in eos:
         if t >> 5 < len(rest):

@@ -132,3 +132,19 @@ class AncestralSampler:
             self.rule.reset()
         return [decode_loop(source, constraint, eos_ids, self.rule.choose, max_tokens=max_tokens,
                             generator=generator, jump_forward=self.jump_forward)]
+
+    def run_batch(self, source, constraints, eos_ids: tuple[int, ...], *, max_tokens: int,
+                  generator=None) -> list[Sample]:
+        """One `Sample` per row of ``source`` (a `constrained.models.BatchSession`), row ``i``
+        under ``constraints[i]``, all rows in one forward pass per step; stateful rules
+        (mirostat) get a fresh copy per row."""
+        import copy
+
+        from constrained.decoding import decode_batch
+
+        rules = [copy.deepcopy(self.rule) for _ in constraints] if hasattr(self.rule, "reset") else None
+        for rule in rules or ():
+            rule.reset()
+        choose = [r.choose for r in rules] if rules is not None else self.rule.choose
+        return decode_batch(source, constraints, eos_ids, choose, max_tokens=max_tokens, generator=generator,
+                            jump_forward=self.jump_forward)

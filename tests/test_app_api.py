@@ -10,7 +10,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from constrained.app import extract, generate, load_schema
+from constrained.app import extract, extract_many, generate, load_schema
 from constrained.errors import GenerationError, InvalidSchemaError
 
 
@@ -98,6 +98,39 @@ def test_cli_extract_and_generate(tmp_path, capsys) -> None:
     assert main(["extract", "--schema", str(tmp_path / "missing.json"), "--text", "x"]) == 2
     assert "InvalidSchemaError" in capsys.readouterr().err
     assert main(["generate", "--prompt", "x"]) == 2
+
+
+def test_extract_many_decodes_rows_like_extract_alone() -> None:
+    schema = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 24},
+                                               "country": {"enum": ["France", "Italy", "Norway"]}},
+              "required": ["city", "country"]}
+    texts = ["We landed in Rome, Italy.", "Oslo is the capital of Norway.", "Lyon, France, at night."]
+    together = extract_many(schema, texts, max_tokens=40, batch_size=2)      # a batch of 2, then 1
+    assert len(together) == 3
+    for text, value in zip(texts, together):
+        assert value == extract(schema, text, max_tokens=40)
+        jsonschema.Draft202012Validator(schema).validate(value)
+    budget = extract_many({"type": "string", "minLength": 100}, ["a", "b"], max_tokens=5)
+    assert all(isinstance(v, GenerationError) and "max_tokens=5" in str(v) for v in budget)
+    with pytest.raises(ValueError, match="batch_size"):
+        extract_many(schema, texts, batch_size=0)
+
+
+def test_cli_extract_texts_prints_json_lines(tmp_path, capsys) -> None:
+    from constrained.cli import main
+
+    schema = tmp_path / "s.json"
+    schema.write_text(json.dumps({"type": "object", "properties": {"name": {"type": "string", "maxLength": 30}},
+                                  "required": ["name"]}))
+    texts = tmp_path / "texts.txt"
+    texts.write_text("Ada Lovelace wrote the first program.\n\nGrace Hopper built a compiler.\n")
+    assert main(["extract", "--schema", str(schema), "--texts", str(texts), "--max-tokens", "30"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and all(isinstance(json.loads(x)["name"], str) for x in lines)
+    assert main(["extract", "--schema", str(schema), "--texts", str(tmp_path / "none.txt")]) == 2
+    assert "no such file" in capsys.readouterr().err
+    assert main(["extract", "--schema", str(schema)]) == 2
+    assert "exactly one of --text, --texts" in capsys.readouterr().err
 
 
 def _dev_schemas(n: int) -> list[dict]:

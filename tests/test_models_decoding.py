@@ -44,6 +44,78 @@ def test_kv_cache_session_matches_a_full_forward(tiny) -> None:
     assert s.tokens == list(b"hello wo") and fork.tokens == list(b"hello w")
 
 
+def test_batch_session_rows_match_their_own_sessions(tiny) -> None:
+    prompts = [[104, 105], [121, 111, 33, 44, 55], [7]]
+    batch = tiny.batch_session(prompts)
+    alone = [tiny.session(p) for p in prompts]
+
+    def same() -> None:
+        for i, s in enumerate(alone):
+            assert torch.allclose(batch.logits()[i], s.logits(), atol=1e-4), i
+        assert batch.tokens == [s.tokens for s in alone]
+
+    same()
+    for step in ([[1], [2, 3], []], [[], [4], [5, 6, 7]], [[8, 9], [10], [11]]):   # ragged steps
+        batch.extend(step)
+        for s, r in zip(alone, step):
+            s.extend(r)
+        same()
+    batch.select([2, 0, 0])                    # resampling: reorder and duplicate rows
+    alone = [alone[2], alone[0], alone[0].fork()]
+    same()
+    batch.extend([[1], [2], [3]])
+    for s, r in zip(alone, [[1], [2], [3]]):
+        s.extend(r)
+    same()
+
+
+def test_batch_bad_input_is_a_typed_error(tiny) -> None:
+    from constrained.errors import ModelError
+
+    with pytest.raises(ModelError, match="prompt 1 of the batch is empty"):
+        tiny.batch_session([[1], []])
+    batch = tiny.batch_session([[1], [2]])
+    with pytest.raises(ModelError, match="3 rows for a batch of 2"):
+        batch.extend([[1], [2], [3]])
+    with pytest.raises(ModelError, match="row indices"):
+        batch.select([0, 5])
+
+
+@pytest.mark.parametrize("jump_forward", [False, True])
+def test_decode_batch_rows_decode_as_they_would_alone(tiny, jump_forward) -> None:
+    from constrained.decoding import decode_batch
+
+    specs = [("(yes|no)!", b"Answer: "), (r"\{\"n\": [0-9]{1,3}\}", b"JSON: "), ("a{5}", b"x"),
+             ("[a-z]{2,40}", b"Word: ")]
+    grammars = [compiled(tiny, regex) for regex, _ in specs]
+    batch = tiny.batch_session([list(p) for _, p in specs])
+    together = decode_batch(batch, [g.matcher() for g in grammars], tiny.eos_ids, Greedy().choose,
+                            max_tokens=12, jump_forward=jump_forward)
+    for (regex, prompt), g, got in zip(specs, grammars, together):
+        alone = decode_loop(tiny.session(list(prompt)), g.matcher(), tiny.eos_ids, Greedy().choose,
+                            max_tokens=12, jump_forward=jump_forward)
+        assert (got.tokens, got.stop, got.forced) == (alone.tokens, alone.stop, alone.forced)
+        assert got.logprob == pytest.approx(alone.logprob, abs=1e-3)
+        if got.stop == "eos":
+            assert re.fullmatch(regex, bytes(got.tokens).decode())
+    assert {s.stop for s in together} >= {"eos"}
+
+
+@pytest.mark.parametrize("rule", [TopK(3), "mirostat"])
+def test_sampler_run_batch_follows_each_rows_constraint(tiny, rule) -> None:
+    from samplers import MirostatV2
+
+    rule = MirostatV2(tau=3.0) if rule == "mirostat" else rule
+    regexes = ["(yes|no)!", "[0-9]{2,4}", r"\[(true|false)(,(true|false)){0,3}\]"]
+    batch = tiny.batch_session([list(b"A: "), list(b"B: "), list(b"C: ")])
+    sampler = AncestralSampler(rule, jump_forward=True)
+    outs = sampler.run_batch(batch, [compiled(tiny, r).matcher() for r in regexes], tiny.eos_ids,
+                             max_tokens=30, generator=torch.Generator().manual_seed(0))
+    assert len(outs) == 3
+    for regex, out in zip(regexes, outs):
+        assert out.stop == "eos" and re.fullmatch(regex, bytes(out.tokens).decode()), (regex, out)
+
+
 def test_empty_prompt_is_a_typed_error(tiny) -> None:
     from constrained.errors import ModelError
 

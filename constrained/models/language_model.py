@@ -10,7 +10,8 @@ with what constrained decoding needs:
 * ``logits_width``: models often have more logits than tokenizer entries; masks
   always cover the full width (padding ids are never allowed);
 * ``prompt_ids(prompt, instructions=...)``: the chat template for instruct models;
-* ``session(prompt_ids)``: a `ModelSession`, next-token logits with a KV cache.
+* ``session(prompt_ids)``: a `ModelSession`, next-token logits with a KV cache;
+  ``batch_session(prompts)``: a `BatchSession`, the same for several rows at once.
 
 Example:
     >>> lm = LanguageModel.tiny(seed=0)            # a random 2-layer model over bytes
@@ -22,11 +23,14 @@ Example:
 from __future__ import annotations
 
 import copy
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from constrained.errors import ModelError
 from constrained.models.loading import DEFAULT_MODEL, load_hf
 from constrained.vocabulary import TokenVocabulary
+
+if TYPE_CHECKING:   # pragma: no cover
+    from constrained.models.batch import BatchSession
 
 
 class LanguageModel:
@@ -123,6 +127,12 @@ class LanguageModel:
     def session(self, prompt_ids: list[int]) -> "ModelSession":
         """Next-token logits after ``prompt_ids``, extended token by token with a KV cache."""
         return ModelSession(self, prompt_ids)
+
+    def batch_session(self, prompts: list[list[int]]) -> "BatchSession":
+        """Next-token logits for several prompts at once, one forward pass per step (`BatchSession`)."""
+        from constrained.models.batch import BatchSession
+
+        return BatchSession(self, prompts)
 
 
 class ModelSession:
