@@ -132,3 +132,8 @@ class ModelError(ConstrainedError):
 
 class GenerationError(ConstrainedError):
     """Constrained generation could not finish (e.g. the token budget ran out)."""
+
+
+class SamplerError(ConstrainedError):
+    """A sampler cannot do what was asked (e.g. an ASAp trie learned for another prompt,
+    or a file that is not a saved trie)."""

@@ -30,9 +30,13 @@ PAD_ID = 0      # any id: padded positions are masked out of attention and never
 class BatchSession:
     """Next-token logits for ``len(prompts)`` sequences with one KV cache (see the module docstring)."""
 
-    def __init__(self, lm: "LanguageModel", prompts: list[list[int]]) -> None:
+    def __init__(self, lm: "LanguageModel", prompts: list[list[int]], *, _state=None) -> None:
         import torch
 
+        if _state is not None:
+            self.lm = lm
+            self.tokens, self._cache, self._attention, self._logits = _state
+            return
         if not prompts:
             raise ModelError("a batch needs at least one prompt")
         for i, p in enumerate(prompts):
@@ -44,6 +48,22 @@ class BatchSession:
         self._attention = torch.zeros((len(prompts), 0), dtype=torch.long, device=lm.device)
         self._logits = torch.zeros((len(prompts), lm.logits_width), dtype=torch.float32, device=lm.device)
         self.extend(prompts)
+
+    @classmethod
+    def from_session(cls, session, n: int) -> "BatchSession":
+        """``n`` rows, each a copy of ``session`` (a `ModelSession`): its KV cache is
+        repeated, nothing is recomputed (SMC particles start like this)."""
+        import copy
+
+        import torch
+
+        if n < 1:
+            raise ModelError(f"a batch needs at least one row, not {n}")
+        cache = copy.deepcopy(session._cache)
+        cache.batch_repeat_interleave(n)
+        attention = torch.ones((n, len(session.tokens)), dtype=torch.long, device=session.lm.device)
+        logits = session.logits().reshape(1, -1).repeat(n, 1)
+        return cls(session.lm, [], _state=([list(session.tokens) for _ in range(n)], cache, attention, logits))
 
     def __len__(self) -> int:
         return len(self.tokens)

@@ -171,3 +171,9 @@ class ModelSession:
 
     def fork(self) -> "ModelSession":
         return ModelSession(self.lm, [], _state=(list(self.tokens), copy.deepcopy(self._cache), self._logits))
+
+    def replicate(self, n: int) -> "BatchSession":
+        """``n`` rows continuing this sequence, one forward pass per step (`BatchSession`)."""
+        from constrained.models.batch import BatchSession
+
+        return BatchSession.from_session(self, n)
