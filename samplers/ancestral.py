@@ -24,7 +24,10 @@ from samplers.constraint import Constraint
 
 
 class TokenRule:
-    """Chooses one token from masked logits (-inf = not allowed)."""
+    """Chooses one token from masked logits (-inf = not allowed): ``probabilities(masked)``
+    is the rule's per-step distribution, ``observe(token, masked)`` updates a stateful
+    rule (mirostat) after each emitted token; ``choose`` samples one and observes it.
+    A speculative verifier uses ``probabilities`` and ``observe`` directly."""
 
     temperature: float = 1.0
 
@@ -44,11 +47,16 @@ class TokenRule:
         out[keep] = torch.softmax(scaled, dim=-1)
         return out
 
+    def observe(self, token: int, masked) -> None:
+        """Called with each token emitted under this rule (stateful rules update here)."""
+
     def choose(self, masked, generator) -> int:
         import torch
 
         probs = self.probabilities(masked)
-        return int(torch.multinomial(probs, 1, generator=generator).item())
+        token = int(torch.multinomial(probs, 1, generator=generator).item())
+        self.observe(token, masked)
+        return token
 
 
 class Greedy(TokenRule):

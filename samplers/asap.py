@@ -154,21 +154,29 @@ class ASAp:
     across calls for the same prompt (``self.trie``; pass ``trie=`` to continue a saved
     one).  ``Sample.info["estimate"]`` is the root's ``ĉ`` after that sample;
     ``Sample.logprob`` is the sample's log-probability (EOS included) under the model
-    at ``temperature``.  Memory: 8 bytes per allowed token per visited prefix."""
+    at ``temperature``.  Memory: 8 bytes per allowed token per visited prefix; with a
+    real vocabulary (most tokens allowed inside a JSON string) ``min_prob`` (e.g.
+    1e-9) drops the allowed tokens less likely than that at each prefix — a bounded
+    distortion (at most ``|V|·min_prob`` of probability per step) that keeps a
+    node to the few thousand tokens that matter."""
 
-    def __init__(self, n_samples: int = 1, *, temperature: float = 1.0, trie: ASApTrie | None = None) -> None:
+    def __init__(self, n_samples: int = 1, *, temperature: float = 1.0, trie: ASApTrie | None = None,
+                 min_prob: float = 0.0) -> None:
         if n_samples < 1:
             raise ValueError(f"n_samples must be >= 1, not {n_samples}")
+        if not 0.0 <= min_prob < 1.0:
+            raise ValueError(f"min_prob must be in [0, 1), not {min_prob}")
         self.n_samples = n_samples
         self.temperature = temperature
         self.trie = trie
+        self.min_prob = min_prob
 
     def _key(self, source, constraint, max_tokens: int) -> dict:
         prompt = getattr(source, "tokens", None)
         compiled = getattr(constraint, "compiled", None)
         grammar = getattr(getattr(compiled, "grammar", None), "content_hash", None)
         return {"prompt": list(prompt) if prompt is not None else None, "temperature": self.temperature,
-                "max_tokens": max_tokens, "constraint": grammar() if callable(grammar) else type(constraint).__name__}
+                "max_tokens": max_tokens, "min_prob": self.min_prob, "constraint": grammar() if callable(grammar) else type(constraint).__name__}
 
     def run(self, source, constraint, eos_ids: tuple[int, ...], *, max_tokens: int,
             generator=None) -> list[Sample]:
@@ -194,7 +202,10 @@ class ASAp:
         else:
             bits = unpack_mask(constraint.mask(), logp.shape[0])
             allowed = np.flatnonzero(bits).astype(np.int64)
-        allowed = allowed[np.isfinite(logp[allowed])]
+        keep = np.isfinite(logp[allowed])
+        if self.min_prob > 0:
+            keep &= logp[allowed] >= np.log(self.min_prob)
+        allowed = allowed[keep]
         return _Node(allowed, logp[allowed].astype(np.float64))
 
     def _sample(self, source, constraint, eos: list[int], max_tokens: int, generator) -> Sample:

@@ -45,7 +45,8 @@ class _Mirostat(TokenRule):
         """How many of the ``finite`` allowed tokens, most likely first (``order``), to keep."""
         raise NotImplementedError
 
-    def choose(self, masked, generator) -> int:
+    def probabilities(self, masked):
+        """The allowed tokens mirostat keeps at the current ``mu``, renormalised."""
         import torch
 
         probs = torch.softmax(masked.double(), dim=-1)
@@ -53,12 +54,18 @@ class _Mirostat(TokenRule):
         finite = int(torch.isfinite(masked).sum().item())
         k = max(1, min(finite, self._truncate(probs, order, finite)))
         keep = order[:k]
-        choice = int(keep[torch.multinomial((probs[keep] / probs[keep].sum()).float(), 1,
-                                            generator=generator)].item())
-        surprise = -math.log2(float(probs[choice]))
+        out = torch.zeros_like(masked)
+        out[keep] = (probs[keep] / probs[keep].sum()).to(out.dtype)
+        return out
+
+    def observe(self, token: int, masked) -> None:
+        """Move ``mu`` by the surprise of ``token`` under the masked distribution."""
+        import torch
+
+        p = float(torch.softmax(masked.double(), dim=-1)[token])
+        surprise = -math.log2(max(p, 1e-300))
         self.surprises.append(surprise)
         self.mu -= self.eta * (surprise - self.tau)
-        return choice
 
 
 class MirostatV2(_Mirostat):

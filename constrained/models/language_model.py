@@ -158,16 +158,38 @@ class ModelSession:
         return self._logits
 
     def extend(self, tokens: list[int]) -> None:
+        self._forward(tokens)
+
+    def extend_scored(self, tokens: list[int]):
+        """Append ``tokens`` (one forward pass) and return the logits after each of them:
+        row ``i`` is the next-token logits after ``tokens[:i + 1]`` (float32,
+        ``[len(tokens), logits_width]``) — a speculative verifier scores a draft so."""
+        return self._forward(tokens, all_positions=True)
+
+    def truncate(self, length: int) -> None:
+        """Keep the first ``length`` tokens (the KV cache is cropped; no forward pass).
+        The logits then are unknown until the next `extend`: a verifier re-feeds the
+        token it sampled, which gives them."""
+        if not 0 < length <= len(self.tokens):
+            raise ModelError(f"cannot truncate a session of {len(self.tokens)} tokens to {length}")
+        if length < len(self.tokens):
+            self._cache.crop(length - len(self.tokens))     # negative: tokens to remove
+            del self.tokens[length:]
+            self._logits = None
+
+    def _forward(self, tokens: list[int], all_positions: bool = False):
         import torch
 
         if not tokens:
-            return
+            return None
         ids = torch.tensor([tokens], dtype=torch.long, device=self.lm.device)
         with torch.no_grad():
-            out = self.lm.model(input_ids=ids, past_key_values=self._cache, use_cache=True)
+            out = self.lm.model(input_ids=ids, past_key_values=self._cache, use_cache=True,
+                                logits_to_keep=0 if all_positions else 1)
         self._cache = out.past_key_values
         self._logits = out.logits[0, -1].float()
         self.tokens.extend(int(t) for t in tokens)
+        return out.logits[0].float() if all_positions else None
 
     def fork(self) -> "ModelSession":
         return ModelSession(self.lm, [], _state=(list(self.tokens), copy.deepcopy(self._cache), self._logits))
