@@ -4,7 +4,8 @@ Each prefix's logits are drawn once from a seeded generator keyed by the prefix,
 the model is a fixed, fully known distribution over token sequences: exact targets
 (e.g. the grammar-conditioned distribution of `samplers.exact`) can be enumerated
 and samplers checked against them.  It has the same session interface as a real
-model: `TableSession` (``logits()``, ``extend``, ``fork``, ``replicate``) and
+model: `TableSession` (``logits()``, ``extend``, ``extend_scored``, ``truncate``,
+``fork``, ``replicate``) and
 `TableBatch` (rows, ``extend(rows)``, ``select``), so every sampler runs on it.
 
 Example:
@@ -92,6 +93,19 @@ class TableSession:
 
     def extend(self, tokens) -> None:
         self.tokens.extend(int(t) for t in tokens)
+
+    def extend_scored(self, tokens):
+        """Append ``tokens``; row ``i`` of the result is the logits after ``tokens[:i + 1]``."""
+        import torch
+
+        rows = []
+        for t in tokens:
+            self.tokens.append(int(t))
+            rows.append(np.array(self.lm.logits_for(self.tokens), dtype=np.float32))
+        return torch.from_numpy(np.stack(rows))
+
+    def truncate(self, length: int) -> None:
+        del self.tokens[length:]
 
     def fork(self) -> "TableSession":
         return TableSession(self.lm, list(self.tokens))

@@ -1,0 +1,261 @@
+"""The speculative decoder: drafts checked by the target under the constraint, exactly.
+
+Each iteration: a drafter proposes up to ``k`` tokens the constraint allows; one
+target forward pass scores the token sampled last iteration plus the draft (KV
+cache kept); then, position by position, the target's per-step distribution ``p``
+is computed from the target's logits *masked by the constraint at that position*
+(the constraint is advanced along the accepted tokens) and by the sampler's rule
+(temperature, top-k/p, min-p, mirostat, or a grammar-aligned target such as a fixed
+ASAp trie).  A drafted token ``x`` drawn from ``q`` is accepted with probability
+``min(1, p(x)/q(x))`` (a deterministic draft: ``p(x)``; greedy: iff ``x`` is the
+argmax); the first rejection is replaced by a draw from the residual
+``max(p − q, 0)`` renormalised; if all are accepted a bonus token is drawn from the
+next position's ``p``.  The KV cache is cropped to the accepted prefix.  Every
+emitted token is therefore distributed exactly as the non-speculative sampler with
+the same per-step distribution would emit it (Leviathan et al. 2023, Chen et al.
+2023), and greedy output is token-for-token the same.
+
+The draft length adapts: the decoder keeps a running estimate ``r`` of the chance
+a drafted token is accepted and drafts ``k`` tokens with ``r^k`` above
+``accept_floor`` (at most ``max_draft``).
+
+Example:
+    >>> from constrained import Grammar, compile_grammar
+    >>> from constrained.models import LanguageModel
+    >>> from constrained.speculative import ForcedDrafter
+    >>> lm = LanguageModel.tiny(seed=0)
+    >>> m = compile_grammar(Grammar.from_regex('\\\\{"id": [0-9]{2}\\\\}'), lm.vocab, cache_dir=None).matcher()
+    >>> out = speculative_decode(lm.session(list(b"JSON: ")), m, lm.eos_ids, drafter=ForcedDrafter(), max_tokens=16)
+    >>> bytes(out.tokens)[:7], out.info["forwards"] < len(out.tokens)
+    (b'{"id": ', True)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Protocol
+
+from constrained.masks import apply_token_mask
+from samplers.base import Sample
+
+
+class StepTarget(Protocol):
+    """A sampler's per-step distribution as a function of the output so far."""
+
+    def probabilities(self, masked, prefix):
+        """The distribution (a torch vector, zeros where not allowed) after ``prefix``."""
+
+    def observe(self, token: int, masked, prefix) -> None:
+        """``token`` was emitted after ``prefix`` (stateful targets update)."""
+
+
+class RuleTarget:
+    """A `samplers.ancestral.TokenRule` (greedy, temperature, top-k/p, min-p, mirostat)
+    as a `StepTarget`."""
+
+    def __init__(self, rule) -> None:
+        self.rule = rule
+
+    def probabilities(self, masked, prefix):
+        return self.rule.probabilities(masked)
+
+    def observe(self, token: int, masked, prefix) -> None:
+        self.rule.observe(token, masked)
+
+
+class ASApTarget:
+    """ASAp's distribution with a fixed trie: ``p(t)·ĉ(prefix + t)`` renormalised (ĉ = 1
+    for children the trie has not learned), so a learned trie can run speculatively."""
+
+    def __init__(self, trie) -> None:
+        self.trie = trie
+
+    def probabilities(self, masked, prefix):
+        import torch
+
+        probs = torch.softmax(masked.double(), dim=-1)
+        node = self.trie.root
+        for t in prefix:
+            node = node.children.get(int(t)) if node is not None else None
+        if node is not None:
+            for i, c in node.chat.items():
+                probs[int(node.tokens[i])] *= c
+            total = probs.sum()
+            probs = probs / total if total > 0 else probs
+        return probs.to(masked.dtype)
+
+    def observe(self, token: int, masked, prefix) -> None:
+        pass
+
+
+def _target(target):
+    from samplers import Greedy
+    from samplers.ancestral import TokenRule
+
+    if target is None:
+        return RuleTarget(Greedy())
+    if isinstance(target, TokenRule):
+        return RuleTarget(target)
+    return target
+
+
+def _is_greedy(target) -> bool:
+    from samplers import Greedy
+
+    return isinstance(target, RuleTarget) and isinstance(target.rule, Greedy)
+
+
+def speculative_decode(session, constraint, eos_ids: tuple[int, ...], *, drafter, target=None,
+                       max_tokens: int, generator=None, max_draft: int = 8, accept_floor: float = 0.2,
+                       adaptive: bool = True) -> Sample:
+    """Decode one sequence speculatively (see the module docstring).  ``session``: a
+    `constrained.models.ModelSession` (``extend_scored``, ``truncate``); ``target``: a
+    token rule (default greedy) or a `StepTarget`.  Where the constraint allows only
+    EOS, decoding stops without a forward pass (as with jump-forward); that EOS adds
+    nothing to ``Sample.logprob`` (``info["forced_eos"]``).  ``Sample.info``:
+    ``forwards`` (target forward passes), ``drafted``, ``accepted`` (drafted tokens
+    accepted), ``tokens_per_forward``."""
+    import torch
+
+    from constrained.decoding import _only_eos
+
+    target = _target(target)
+    greedy = _is_greedy(target)
+    eos = sorted(set(int(t) for t in eos_ids))
+    prompt = list(session.tokens)
+    if hasattr(drafter, "index_prompt"):
+        drafter.index_prompt(prompt)
+    tokens: list[int] = []
+    pending: list[int] = []
+    last_logits = session.logits()
+    logprob = 0.0
+    forwards = drafted = accepted_total = 0
+    successes, failures = 2.0, 1.0          # acceptance-rate prior: r ≈ 0.6
+    stop = None
+    forced_eos = False
+    while stop is None:
+        mask = constraint.mask()
+        if _only_eos(mask, eos):            # nothing but EOS (or nothing): no forward pass needed
+            if any(((int(mask[t >> 5]) >> (t & 31)) & 1) for t in eos if t >> 5 < len(mask)):
+                stop, forced_eos = "eos", True
+            else:
+                stop = "dead_end"
+            break
+        budget = max_tokens - len(tokens)
+        if adaptive:
+            r = successes / (successes + failures)
+            k = max_draft if r >= 0.999 else max(1, min(max_draft, int(math.log(accept_floor) / math.log(r))))
+        else:
+            k = max_draft
+        k = min(k, budget)
+        draft = drafter.draft(prompt + tokens, constraint.fork(), k, generator) if k > 0 else None
+        draft_tokens = draft.tokens[:k] if draft is not None else []
+        draft_q = (draft.q if draft is not None and draft.q else [None] * len(draft_tokens))[:len(draft_tokens)]
+        feed = pending + draft_tokens
+        scored = session.extend_scored(feed) if feed else None
+        if feed:
+            forwards += 1
+        fed_before = len(session.tokens) - len(feed)
+
+        def logits_at(i: int):
+            j = len(pending) - 1 + i
+            return last_logits if j < 0 else scored[j]
+
+        accepted = 0
+        y = None
+        for i in range(len(draft_tokens) + 1):
+            logits = logits_at(i)
+            masked = apply_token_mask(logits.clone(), constraint.mask())
+            if len(tokens) >= max_tokens:            # budget spent: EOS or stop
+                keep = torch.full_like(masked, float("-inf"))
+                for t in eos:
+                    if t < masked.shape[-1]:
+                        keep[t] = masked[t]
+                masked = keep
+            if not torch.isfinite(masked).any():
+                stop = "max_tokens" if len(tokens) >= max_tokens else "dead_end"
+                break
+            p = target.probabilities(masked, tokens)
+            if i < len(draft_tokens):
+                x, q = draft_tokens[i], draft_q[i]
+                if greedy:
+                    ok = x == int(masked.argmax())
+                else:
+                    px = float(p[x])
+                    chance = px if q is None else min(1.0, px / max(float(q[x]), 1e-300))
+                    ok = float(torch.rand(1, generator=generator)) < chance
+                if ok:
+                    target.observe(x, masked, tokens)
+                    logprob += float(torch.log_softmax(logits.double(), -1)[x])
+                    constraint.advance(x)
+                    accepted += 1
+                    if x in eos:
+                        stop = "eos"
+                        break
+                    tokens.append(x)
+                    continue
+                if greedy:
+                    y = int(masked.argmax())
+                else:
+                    residual = p.clone().double()
+                    if q is None:
+                        residual[x] = 0.0
+                    else:
+                        residual = (residual - q.double()).clamp_min(0.0)
+                    if not residual.sum() > 0:       # pragma: no cover - p(x) < 1 leaves mass
+                        residual = p.clone().double()
+                    y = int(torch.multinomial(residual / residual.sum(), 1, generator=generator))
+            else:
+                y = int(masked.argmax()) if greedy else int(torch.multinomial(p.double(), 1, generator=generator))
+            target.observe(y, masked, tokens)
+            logprob += float(torch.log_softmax(logits.double(), -1)[y])
+            if not constraint.advance(y):          # pragma: no cover - y is allowed
+                raise RuntimeError(f"the constraint refused token {y} that its mask allowed")
+            if y in eos:
+                stop = "eos"
+            else:
+                tokens.append(y)
+            break
+        drafted += len(draft_tokens)
+        accepted_total += accepted
+        if draft_tokens:
+            successes = 0.8 * successes + accepted
+            failures = 0.8 * failures + (accepted < len(draft_tokens))
+        keep = fed_before + len(pending) + min(accepted, len(draft_tokens))
+        if feed and keep < len(session.tokens):
+            session.truncate(keep)
+        pending = [y] if (y is not None and stop is None) else []
+        if pending and len(tokens) > max_tokens:     # pragma: no cover - the budget check prevents it
+            stop = "max_tokens"
+    return Sample(tokens, logprob, stop or "eos", info={
+        "forwards": forwards, "drafted": drafted, "accepted": accepted_total, "forced_eos": forced_eos,
+        "tokens_per_forward": (len(tokens) + (stop == "eos")) / max(1, forwards)})
+
+
+class SpeculativeSampler:
+    """`speculative_decode` behind the `samplers.base.Sampler` interface, so
+    `constrained.extract` / `generate` and the CLI can use it.
+
+    Example:
+        >>> from constrained.speculative import ChainDrafter, ForcedDrafter, PromptLookupDrafter
+        >>> s = SpeculativeSampler(ChainDrafter([ForcedDrafter(), PromptLookupDrafter()]))
+        >>> type(s.target).__name__
+        'Greedy'
+    """
+
+    def __init__(self, drafter, target=None, *, max_draft: int = 8, accept_floor: float = 0.2) -> None:
+        from samplers import Greedy
+
+        self.drafter = drafter
+        self.target = target or Greedy()
+        self.max_draft = max_draft
+        self.accept_floor = accept_floor
+
+    def run(self, source, constraint, eos_ids, *, max_tokens: int, generator=None) -> list[Sample]:
+        if hasattr(self.target, "reset"):
+            self.target.reset()
+        out = speculative_decode(source, constraint, eos_ids, drafter=self.drafter, target=self.target,
+                                 max_tokens=max_tokens, generator=generator, max_draft=self.max_draft,
+                                 accept_floor=self.accept_floor)
+        self.drafter.observe(out.tokens)
+        return [out]
