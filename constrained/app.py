@@ -95,6 +95,18 @@ class _ProgressSource:
         self.source.extend(tokens)
         self.bar.update(len(tokens))
 
+    def extend_scored(self, tokens):
+        out = self.source.extend_scored(tokens)
+        self.bar.update(len(tokens))
+        return out
+
+    def truncate(self, length: int) -> None:
+        self.bar.update(length - len(self.source.tokens))      # rejected draft tokens do not count
+        self.source.truncate(length)
+
+    def __getattr__(self, name: str):
+        return getattr(self.source, name)
+
     def fork(self):   # pragma: no cover - samplers that fork get the bare source
         return self.source.fork()
 
@@ -105,11 +117,35 @@ def _progress(enabled: bool, total: int, desc: str):
     return tqdm(total=total, desc=desc, unit="tok", disable=None if enabled else True, leave=False)
 
 
-def _run(lm, prompt_ids: list[int], grammar, sampler, max_tokens: int, seed: int | None, progress: bool = False):
+_DRAFTERS: dict[tuple[str, int], Any] = {}
+
+
+def _speculative(sampler, speculative, lm):
+    """``sampler`` made speculative with the drafter ``speculative`` names (drafters are
+    kept per process and model, so the suffix index learns from earlier outputs)."""
+    from constrained.speculative import SpeculativeSampler, drafter_from_spec
+
+    if not isinstance(speculative, str):
+        drafter = speculative
+    else:
+        key = (speculative, id(lm))
+        drafter = _DRAFTERS.get(key)
+        if drafter is None:
+            drafter = _DRAFTERS[key] = drafter_from_spec(speculative, lm)
+    rule = getattr(sampler, "rule", None) if sampler is not None else None
+    if sampler is not None and rule is None:
+        raise ValueError(f"{type(sampler).__name__} cannot run speculatively: give a token-rule sampler")
+    return SpeculativeSampler(drafter, rule)
+
+
+def _run(lm, prompt_ids: list[int], grammar, sampler, max_tokens: int, seed: int | None, progress: bool = False,
+         speculative=None):
     import torch
 
     from samplers import AncestralSampler, Greedy
 
+    if speculative:
+        sampler = _speculative(sampler, speculative, lm)
     sampler = sampler or AncestralSampler(Greedy(), jump_forward=True)
     generator = torch.Generator().manual_seed(seed) if seed is not None else None
     constraint = _compiled(grammar, lm).matcher()
@@ -148,7 +184,8 @@ def extraction_grammar(json_schema: Any, **schema_options) -> "Grammar":
 
 
 def extract(schema: Any, text: str, *, model=None, instructions: str | None = None, max_tokens: int = 512,
-            sampler=None, seed: int | None = None, progress: bool = False, **schema_options) -> Any:
+            sampler=None, seed: int | None = None, progress: bool = False, speculative=None,
+            **schema_options) -> Any:
     """A value extracted from ``text`` that validates against ``schema`` (a dict, a JSON
     file path, or a pydantic model class: then an instance of it).
 
@@ -158,13 +195,17 @@ def extract(schema: Any, text: str, *, model=None, instructions: str | None = No
     spelling so jump-forward can append them, and no members beyond the declared ones
     where ``additionalProperties`` is absent — a sound restriction that keeps small
     models from copying schema keywords into the value).  ``progress`` shows a
-    token bar on a terminal.  Raises `GenerationError` when the token budget runs
-    out, never returns an invalid value."""
+    token bar on a terminal.  ``speculative`` (a drafter or its name, see
+    `constrained.speculative.drafter_from_spec`) decodes speculatively: the same
+    output for greedy, the same distribution for sampling rules, fewer forward
+    passes.  Raises `GenerationError` when the token budget runs out, never returns
+    an invalid value."""
     json_schema, pydantic_class = load_schema(schema)
     lm = _language_model(model)
     grammar = extraction_grammar(json_schema, **schema_options)
     prompt = _extraction_prompt(lm, json_schema, text, instructions)
-    output = _finished_text(lm, _run(lm, prompt, grammar, sampler, max_tokens, seed, progress), max_tokens)
+    output = _finished_text(lm, _run(lm, prompt, grammar, sampler, max_tokens, seed, progress, speculative),
+                            max_tokens)
     return _validated(json_schema, pydantic_class, output)
 
 
@@ -233,11 +274,11 @@ def _validated(json_schema, pydantic_class, output: str) -> Any:
 
 def generate(prompt: str, *, grammar: Any = None, regex: str | None = None, json_schema: Any = None,
              sampler=None, model=None, instructions: str | None = None, max_tokens: int = 256,
-             seed: int | None = None, progress: bool = False) -> str:
+             seed: int | None = None, progress: bool = False, speculative=None) -> str:
     """Text for ``prompt`` that follows exactly one of ``grammar`` (a `Grammar`, lark text or
     a grammar file path), ``regex`` or ``json_schema``.  ``progress`` shows a token bar on
-    a terminal.  Raises `GenerationError` if the budget runs out before the constraint
-    is satisfied."""
+    a terminal; ``speculative`` as in `extract`.  Raises `GenerationError` if the budget
+    runs out before the constraint is satisfied."""
     from constrained import Grammar
 
     given = [x is not None for x in (grammar, regex, json_schema)]
@@ -256,4 +297,4 @@ def generate(prompt: str, *, grammar: Any = None, regex: str | None = None, json
         g = Grammar.from_lark(str(grammar))
     lm = _language_model(model)
     return _finished_text(lm, _run(lm, lm.prompt_ids(prompt, instructions=instructions), g, sampler, max_tokens,
-                                   seed, progress), max_tokens)
+                                   seed, progress, speculative), max_tokens)

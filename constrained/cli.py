@@ -17,7 +17,8 @@ text fails; exit status 1 then).  Long runs show a progress bar on a terminal.
 
 ``constrained generate (--grammar FILE | --regex R | --schema FILE) --prompt P
 [--sampler greedy|temperature|top-k|top-p|min-p|mirostat] [--max-tokens N]``:
-constrained text for a prompt.
+constrained text for a prompt.  ``--speculative DRAFTER`` (extract and generate)
+decodes speculatively (`constrained.speculative`).
 
 Grammars are ``.lark``, ``.gbnf`` or ``.regex`` files (or ``--regex R``); the
 tokenizer is the default model's unless ``--tokenizer DIR`` names a local Hugging
@@ -113,9 +114,12 @@ def cmd_extract(args) -> int:
         return 2
     if args.text is not None:
         value = extract(args.schema, _read_text(args.text), model=model, max_tokens=args.max_tokens,
-                        sampler=_sampler(args), seed=args.seed, progress=True)
+                        sampler=_sampler(args), seed=args.seed, progress=True, speculative=args.speculative)
         print(_json_line(value))
         return 0
+    if args.speculative:
+        print("constrained extract: --speculative decodes one text at a time: use it with --text", file=sys.stderr)
+        return 2
     texts = [line for line in _read_lines(args.texts) if line.strip()]
     values = extract_many(args.schema, texts, model=model, max_tokens=args.max_tokens, sampler=_sampler(args),
                           seed=args.seed, batch_size=args.batch_size, progress=True)
@@ -154,7 +158,8 @@ def cmd_generate(args) -> int:
         return 2
     model = args.model if args.model != "default" else None
     text = generate(_read_text(args.prompt), grammar=args.grammar_file, regex=args.regex, json_schema=args.schema,
-                    sampler=_sampler(args), model=model, max_tokens=args.max_tokens, seed=args.seed, progress=True)
+                    sampler=_sampler(args), model=model, max_tokens=args.max_tokens, seed=args.seed, progress=True,
+                    speculative=args.speculative)
     print(text)
     return 0
 
@@ -170,6 +175,9 @@ def _generation_options(s) -> None:
     s.add_argument("--min-p", type=float, default=0.05)
     s.add_argument("--tau", type=float, default=3.0, help="mirostat's target surprise (bits)")
     s.add_argument("--seed", type=int, default=None)
+    s.add_argument("--speculative", default=None, metavar="DRAFTER",
+                   help="decode speculatively with a drafter: forced, lookup, suffix, chain, layer-skip[:N], "
+                        "model:PATH (same output for greedy, same distribution when sampling)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -215,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConstrainedError as e:
         print(f"constrained: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
-    except FileNotFoundError as e:
+    except (FileNotFoundError, ValueError) as e:
         print(f"constrained: {e}", file=sys.stderr)
         return 2
 

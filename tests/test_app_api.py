@@ -133,6 +133,26 @@ def test_cli_extract_texts_prints_json_lines(tmp_path, capsys) -> None:
     assert "exactly one of --text, --texts" in capsys.readouterr().err
 
 
+def test_speculative_extract_and_cli_match_plain_greedy(tmp_path, capsys) -> None:
+    from constrained.cli import main
+    from samplers import AncestralSampler, Greedy
+
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 30},
+                                               "year": {"type": "integer"}}, "required": ["name", "year"]}
+    text = "Ada Lovelace published her notes in 1843."
+    plain = extract(schema, text, max_tokens=40, sampler=AncestralSampler(Greedy()))
+    for drafter in ("chain", "suffix", "layer-skip:10"):
+        assert extract(schema, text, max_tokens=40, sampler=AncestralSampler(Greedy()),
+                       speculative=drafter) == plain
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(schema))
+    assert main(["extract", "--schema", str(path), "--text", text, "--max-tokens", "40",
+                 "--speculative", "lookup"]) == 0
+    assert json.loads(capsys.readouterr().out) == plain
+    assert main(["extract", "--schema", str(path), "--text", text, "--speculative", "psychic"]) == 2
+    assert "unknown drafter" in capsys.readouterr().err
+
+
 def _dev_schemas(n: int) -> list[dict]:
     """``n`` MaskBench dev schemas spread over the file (small ones: the model is small)."""
     import gzip

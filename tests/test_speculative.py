@@ -209,27 +209,6 @@ def test_drafters_stay_inside_the_constraint(tiny, other) -> None:
         assert all(check.advance(t) for t in draft.tokens), name
 
 
-def _extraction_prompts(n: int):
-    import gzip
-
-    from conftest import SHARED
-
-    path = SHARED / "data" / "maskbench" / "dev.jsonl.gz"
-    rows = []
-    with gzip.open(path, "rt") as f:
-        for line in f:
-            rec = json.loads(line)
-            schema = rec["schema"]
-            valid = [t["data"] for t in rec.get("tests", []) if t.get("valid")]
-            if valid and len(json.dumps(schema)) < 800 and isinstance(valid[0], dict) and 0 < len(
-                    json.dumps(valid[0])) < 200:
-                text = "; ".join(f"{k}: {v}" for k, v in valid[0].items())
-                rows.append((schema, text))
-            if len(rows) >= n:
-                break
-    return rows
-
-
 @pytest.mark.slow
 def test_greedy_identical_on_fifty_extraction_prompts() -> None:
     from constrained.app import DEFAULT_INSTRUCTIONS, extraction_grammar
@@ -243,7 +222,15 @@ def test_greedy_identical_on_fifty_extraction_prompts() -> None:
     from constrained.errors import ConstrainedError
 
     same = 0
-    for i, (schema, text) in enumerate(_extraction_prompts(80)):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from speculative_speed import DATA, extraction_tasks
+
+    if not DATA.is_file():
+        pytest.skip("MaskBench data not found")
+    for i, (schema, text) in enumerate(extraction_tasks(80)):
         if same >= 50:
             break
         try:

@@ -23,9 +23,10 @@ from constrained.speculative.drafters import (
     ModelDrafter,
     PromptLookupDrafter,
     SuffixDrafter,
+    drafter_from_spec,
     layer_skip_model,
 )
 
 __all__ = ["ASApTarget", "ChainDrafter", "Draft", "Drafter", "ForcedDrafter", "LayerSkipDrafter", "ModelDrafter",
            "PromptLookupDrafter", "RuleTarget", "SpeculativeSampler", "StepTarget", "SuffixDrafter",
-           "layer_skip_model", "speculative_decode"]
+           "drafter_from_spec", "layer_skip_model", "speculative_decode"]

@@ -294,3 +294,40 @@ class ChainDrafter:
         for d in self.drafters:
             if hasattr(d, "index_prompt"):
                 d.index_prompt(prompt)
+
+
+DRAFTER_NAMES = ("forced", "lookup", "suffix", "chain", "layer-skip[:N]", "model:PATH")
+
+
+def drafter_from_spec(spec: str, lm) -> Drafter:
+    """A drafter by name (the CLI's ``--speculative``): ``forced``, ``lookup``, ``suffix``,
+    ``chain`` (forced, then prompt lookup, then the suffix index), ``layer-skip[:N]``
+    (the target's first N layers, default a third of them, after forced tokens) or
+    ``model:PATH`` (a local Hugging Face model with the same tokenizer).
+
+    Example:
+        >>> type(drafter_from_spec("chain", None)).__name__
+        'ChainDrafter'
+    """
+    from constrained.errors import ModelError
+
+    name, _, arg = spec.partition(":")
+    if name == "forced":
+        return ForcedDrafter()
+    if name == "lookup":
+        return PromptLookupDrafter()
+    if name == "suffix":
+        return SuffixDrafter()
+    if name == "chain":
+        return ChainDrafter([ForcedDrafter(), PromptLookupDrafter(), SuffixDrafter()])
+    if name == "layer-skip":
+        layers = int(arg) if arg else max(1, len(lm.model.model.layers) // 3)
+        return ChainDrafter([ForcedDrafter(), LayerSkipDrafter(lm, layers, min_confidence=0.5)])
+    if name == "model" and arg:
+        from constrained.models import LanguageModel
+
+        draft = LanguageModel.load(arg)
+        if draft.vocab.content_hash() != lm.vocab.content_hash():
+            raise ModelError(f"the draft model {arg} has another tokenizer than the target")
+        return ChainDrafter([ForcedDrafter(), ModelDrafter(draft, min_confidence=0.5)])
+    raise ValueError(f"unknown drafter {spec!r}: use one of {', '.join(DRAFTER_NAMES)}")
