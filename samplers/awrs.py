@@ -31,8 +31,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
-
 from samplers.base import Sample
 
 _FIRST_CHUNK = 16
@@ -48,7 +46,7 @@ class AWRSStep:
     checks: int
 
 
-def _order(keys, generator):
+def _order(keys):
     """Token ids by decreasing key, lazily (top-k chunks that double), skipping −inf keys."""
     import torch
 
@@ -88,7 +86,7 @@ def awrs_step(logits, constraint, eos_ids, generator=None, temperature: float = 
         return bool(constraint.allows(t))
 
     rejected = 0.0
-    order = _order(keys, generator)
+    order = _order(keys)
     for t in order:
         p = math.exp(float(logp[t]))
         if valid(t):
@@ -145,11 +143,3 @@ class AWRSSampler:
             tokens.append(step.token)
             source.extend([step.token])
 
-
-def log_mean_exp(values) -> float:
-    """``log(mean(exp(values)))`` computed stably (−inf entries allowed)."""
-    v = np.asarray(list(values), dtype=np.float64)
-    if v.size == 0 or np.all(v == -np.inf):
-        return -math.inf
-    m = v.max()
-    return float(m + np.log(np.mean(np.exp(v - m))))

@@ -83,10 +83,10 @@ def test_greedy_output_is_identical_for_every_drafter(tiny, other, name) -> None
         base = decode_loop(tiny.session(list(prompt)), compiled.matcher(), tiny.eos_ids, Greedy().choose,
                            max_tokens=20)
         drafter = _drafters(tiny, other)[name]
-        for max_draft in (1, 4, 8):
+        for max_draft, overlap in ((1, False), (4, True), (8, False)):
             session = tiny.session(list(prompt))
             out = speculative_decode(session, compiled.matcher(), tiny.eos_ids, drafter=drafter,
-                                     max_tokens=20, max_draft=max_draft)
+                                     max_tokens=20, max_draft=max_draft, overlap_masks=overlap)
             assert (out.tokens, out.stop) == (base.tokens, base.stop), (name, regex, max_draft)
             if not out.info["forced_eos"]:            # a forced EOS adds no log-probability
                 assert out.logprob == pytest.approx(base.logprob, abs=1e-3)

@@ -105,22 +105,51 @@ def _is_greedy(target) -> bool:
     return isinstance(target, RuleTarget) and isinstance(target.rule, Greedy)
 
 
+_MASK_WORKER = None
+
+
+def _mask_worker():
+    global _MASK_WORKER
+    if _MASK_WORKER is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _MASK_WORKER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="constrained-masks")
+    return _MASK_WORKER
+
+
+def _masks_along(constraint, tokens: list[int], eos: list[int]) -> list:
+    """The constraint's masks after each prefix of ``tokens`` (on a fork), up to an EOS
+    or a token it refuses."""
+    c = constraint.fork()
+    out = [c.mask()]
+    for t in tokens:
+        if t in eos or not c.advance(t):
+            break
+        out.append(c.mask())
+    return out
+
+
 def speculative_decode(session, constraint, eos_ids: tuple[int, ...], *, drafter, target=None,
                        max_tokens: int, generator=None, max_draft: int = 8, accept_floor: float = 0.2,
-                       adaptive: bool = True) -> Sample:
+                       adaptive: bool = True, overlap_masks: bool | None = None) -> Sample:
     """Decode one sequence speculatively (see the module docstring).  ``session``: a
     `constrained.models.ModelSession` (``extend_scored``, ``truncate``); ``target``: a
     token rule (default greedy) or a `StepTarget`.  Where the constraint allows only
     EOS, decoding stops without a forward pass (as with jump-forward); that EOS adds
     nothing to ``Sample.logprob`` (``info["forced_eos"]``).  ``Sample.info``:
     ``forwards`` (target forward passes), ``drafted``, ``accepted`` (drafted tokens
-    accepted), ``tokens_per_forward``."""
+    accepted), ``tokens_per_forward``.  ``overlap_masks`` computes the masks along the
+    draft in a worker thread while the target's forward pass runs (default: when the
+    model is on a GPU, where the forward does not need the CPU)."""
     import torch
 
     from constrained.decoding import _only_eos
 
     target = _target(target)
     greedy = _is_greedy(target)
+    if overlap_masks is None:
+        logits0 = session.logits()
+        overlap_masks = logits0 is not None and logits0.device.type == "cuda"
     eos = sorted(set(int(t) for t in eos_ids))
     prompt = list(session.tokens)
     if hasattr(drafter, "index_prompt"):
@@ -152,7 +181,9 @@ def speculative_decode(session, constraint, eos_ids: tuple[int, ...], *, drafter
         draft_tokens = draft.tokens[:k] if draft is not None else []
         draft_q = (draft.q if draft is not None and draft.q else [None] * len(draft_tokens))[:len(draft_tokens)]
         feed = pending + draft_tokens
+        ahead = _mask_worker().submit(_masks_along, constraint, draft_tokens, eos) if overlap_masks else None
         scored = session.extend_scored(feed) if feed else None
+        masks = ahead.result() if ahead is not None else []
         if feed:
             forwards += 1
         fed_before = len(session.tokens) - len(feed)
@@ -165,7 +196,7 @@ def speculative_decode(session, constraint, eos_ids: tuple[int, ...], *, drafter
         y = None
         for i in range(len(draft_tokens) + 1):
             logits = logits_at(i)
-            masked = apply_token_mask(logits.clone(), constraint.mask())
+            masked = apply_token_mask(logits.clone(), masks[i] if i < len(masks) else constraint.mask())
             if len(tokens) >= max_tokens:            # budget spent: EOS or stop
                 keep = torch.full_like(masked, float("-inf"))
                 for t in eos:
