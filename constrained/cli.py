@@ -20,6 +20,9 @@ text fails; exit status 1 then).  Long runs show a progress bar on a terminal.
 constrained text for a prompt.  ``--speculative DRAFTER`` (extract and generate)
 decodes speculatively (`constrained.speculative`).
 
+``constrained bench jsonschemabench|maskbench|test-suite [options]``: the shipped
+benchmarks (`constrained.bench`; ``constrained bench NAME --help`` for options).
+
 Grammars are ``.lark``, ``.gbnf`` or ``.regex`` files (or ``--regex R``); the
 tokenizer is the default model's unless ``--tokenizer DIR`` names a local Hugging
 Face tokenizer directory.
@@ -164,6 +167,16 @@ def cmd_generate(args) -> int:
     return 0
 
 
+def cmd_bench(args) -> int:
+    if args.benchmark == "jsonschemabench":
+        from constrained.bench.jsonschemabench import main as bench
+    elif args.benchmark == "maskbench":
+        from constrained.bench.maskbench import main as bench
+    else:
+        from constrained.bench.test_suite import main as bench
+    return bench(args.options) or 0
+
+
 def _generation_options(s) -> None:
     s.add_argument("--model", default="default", help="'default' (SmolLM2-135M-Instruct) or a local HF model dir")
     s.add_argument("--max-tokens", type=int, default=256)
@@ -209,6 +222,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--prompt", required=True, help="the prompt, a file holding it, or - for standard input")
     _generation_options(s)
     s.set_defaults(func=cmd_generate, needs_grammar=False)
+    s = sub.add_parser("bench", help="run a shipped benchmark (jsonschemabench, maskbench, test-suite)",
+                       add_help=False)
+    s.add_argument("benchmark", choices=["jsonschemabench", "maskbench", "test-suite"])
+    s.add_argument("options", nargs=argparse.REMAINDER, help="the benchmark's own options (--help for them)")
+    s.set_defaults(func=cmd_bench, needs_grammar=False)
     return p
 
 

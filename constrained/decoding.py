@@ -37,10 +37,12 @@ class _Sequence:
     """One sequence's decoding state: chosen tokens, tokens not yet fed to the model,
     and the `Sample` once it stopped."""
 
-    def __init__(self, constraint, eos: list[int], max_tokens: int, jump_forward: bool) -> None:
+    def __init__(self, constraint, eos: list[int], max_tokens: int, jump_forward: bool,
+                 finish_within_budget: bool = False) -> None:
         self.constraint = constraint
         self.eos = eos
         self.max_tokens = max_tokens
+        self.finish = finish_within_budget and hasattr(constraint, "completion_tokens")
         self.forced_of = getattr(constraint, "forced_tokens", None) if jump_forward else None
         self.tokens: list[int] = []
         self.pending: list[int] = []
@@ -105,6 +107,8 @@ class _Sequence:
             self.constraint.advance(t)
             self._stop("eos")
             return
+        if self.finish and self._finish_instead_of(t):
+            return
         if not self.constraint.advance(t):       # pragma: no cover - the mask said it was allowed
             raise RuntimeError(f"the constraint refused token {t} that its mask allowed")
         self.tokens.append(t)
@@ -112,9 +116,39 @@ class _Sequence:
         if self.forced_of is not None and len(self.tokens) < self.max_tokens:
             self._take_forced()
 
+    def _finish_instead_of(self, t: int) -> bool:
+        """Near the budget: if after ``t`` the output could no longer be completed in the
+        tokens left, append the shortest completion now and stop (True)."""
+        left = self.max_tokens - len(self.tokens)
+        if left - 1 > FINISH_WINDOW:
+            return False
+        probe = self.constraint.fork()
+        probe.advance(t)
+        after = probe.completion_tokens()
+        if after is not None and len(after) <= left - 1:
+            return False
+        now = self.constraint.completion_tokens()
+        if now is None or len(now) > left:
+            return False                          # no guarantee possible: decode on
+        for c in now:
+            self.constraint.advance(c)
+            self.tokens.append(c)
+            self.pending.append(c)
+            self.forced += 1
+        if self.constraint.is_accepting():
+            self.constraint.advance(next(e for e in self.eos if self.constraint.allows(e)))
+            self.forced += 1
+            self._stop("eos")
+        else:                                     # pragma: no cover - a value check refused the end
+            self._stop("dead_end")
+        return True
+
+
+FINISH_WINDOW = 128     # tokens before the budget where finish_within_budget checks every step
+
 
 def decode_loop(source, constraint, eos_ids: tuple[int, ...], choose: Callable, *, max_tokens: int,
-                generator=None, jump_forward: bool = False) -> Sample:
+                generator=None, jump_forward: bool = False, finish_within_budget: bool = False) -> Sample:
     """Decode one sequence (see the module docstring); ``choose(masked_logits, generator)``.
 
     ``jump_forward``: tokens the constraint forces (``constraint.forced_tokens()``, a
@@ -124,8 +158,15 @@ def decode_loop(source, constraint, eos_ids: tuple[int, ...], choose: Callable, 
     the constraint allows nothing but EOS the loop stops without a forward pass
     (the last token is then not fed to ``source``).  Forced tokens count towards
     ``max_tokens`` and in ``Sample.forced`` (a forced EOS too), and add nothing to
-    ``Sample.logprob`` (which covers the sampled tokens)."""
-    seq = _Sequence(constraint, sorted(set(int(t) for t in eos_ids)), max_tokens, jump_forward)
+    ``Sample.logprob`` (which covers the sampled tokens).
+
+    ``finish_within_budget``: in the last `FINISH_WINDOW` tokens of the budget, a
+    sampled token after which the output could no longer be completed in the tokens
+    left is replaced by the shortest completion (`Matcher.completion_tokens`) and
+    EOS, so a grammar matcher's output ends complete instead of running out of
+    budget (the end is then the grammar's shortest, not the model's choice)."""
+    seq = _Sequence(constraint, sorted(set(int(t) for t in eos_ids)), max_tokens, jump_forward,
+                    finish_within_budget)
     while seq.result is None:
         tokens = seq.feed()
         if tokens:

@@ -344,6 +344,16 @@ class TokenVocabulary:
                 table.setdefault(b, i)
         return table, max((len(b) for b in table), default=0)
 
+    def encode_bytes(self, data: bytes) -> list[int]:
+        """Tokens spelling ``data`` exactly by greedy longest match over the token bytes
+        (any bytes, not only text; `VocabularyError` if a byte has no token).
+
+        Example:
+            >>> TokenVocabulary.from_token_bytes([b"a", bytes([195]), b"ab"]).encode_bytes(b"ab" + bytes([195]))
+            [2, 1]
+        """
+        return self._greedy_encode(data)
+
     def _greedy_encode(self, data: bytes) -> list[int]:
         table, maxlen = self._greedy_table
         out: list[int] = []

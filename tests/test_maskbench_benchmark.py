@@ -1,20 +1,16 @@
-"""The MaskBench JSON Schema benchmark machinery (benchmarks/maskbench_json_schema.py)
+"""The MaskBench JSON Schema benchmark machinery (constrained.bench.maskbench)
 on a few hand-written schemas and a tiny byte vocabulary: outcomes, counts, the
 results file, the timeout path and the schema selection."""
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 from constrained import TokenVocabulary
-
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
-sys.path.insert(0, str(BENCH))
-mb = pytest.importorskip("maskbench_json_schema")  # spawned workers import it by this name
+from constrained.bench import maskbench as mb
 
 
 def _record(id_, schema, valid=(), invalid=()):
@@ -103,7 +99,8 @@ def test_stratified_dev_sample_has_no_invalid_accepted(tmp_path) -> None:
     """The real protocol on a stratified sample of the MaskBench dev set (12 schemas per
     split, ~230 schemas, llama3 vocabulary): no invalid instance is ever accepted, no
     engine inconsistency, and nearly every schema passes."""
-    from _common import DEFAULT_DATA, DEFAULT_VOCAB, read_maskbench
+    from constrained.bench.datasets import DEFAULT_MASKBENCH as DEFAULT_DATA
+    from constrained.bench.datasets import DEFAULT_VOCAB, read_maskbench
 
     if not Path(DEFAULT_DATA).exists() or not Path(DEFAULT_VOCAB).exists():
         pytest.skip("../shared/data (MaskBench dev set, llama3 tokenizer) is not available")

@@ -241,3 +241,27 @@ def test_mask_memory_budget_drops_memos_not_answers(llama3_vocab) -> None:
     assert a.is_accepting() and b.is_accepting()
     assert tight.stats()["mask_memo_resets"] > 0 and roomy.stats()["mask_memo_resets"] == 0
     assert tight.stats()["mask_memory_bytes"] <= 64 << 10
+
+
+def test_shortest_completion_is_shortest_and_completes() -> None:
+    """Against brute force over a small alphabet: the completion finishes the text and
+    nothing shorter does."""
+    import itertools
+
+    from constrained import Grammar, TokenVocabulary, compile_grammar
+
+    alphabet = b'ab[],{}":0 '
+    vocab = TokenVocabulary.from_token_bytes([bytes([c]) for c in alphabet] + [b""], eos_ids=[len(alphabet)])
+    grammar = Grammar.from_lark('start: value\nvalue: "[" [value ("," value)*] "]" | "{" [pair ("," pair)*] "}"'
+                                ' | STR | "0"\npair: STR ":" value\nSTR: /"[ab]{2,3}"/\n')
+    compiled = compile_grammar(grammar, vocab, cache_dir=None)
+    for prefix in [b"", b"[", b'[{"a', b'{"ab":[0,{"b', b'[[[{"aa":', b"[0,"]:
+        m = compiled.matcher()
+        assert m.advance_many(vocab.encode(prefix.decode())) == len(prefix)
+        c = m.shortest_completion()
+        assert c is not None and compiled.accepts_bytes(prefix + c), (prefix, c)
+        for n in range(len(c)):
+            assert not any(compiled.accepts_bytes(prefix + bytes(t)) for t in itertools.product(alphabet, repeat=n)), \
+                (prefix, c, n)
+        tokens = m.completion_tokens()
+        assert tokens is not None and b"".join(vocab.token_bytes[t] for t in tokens) == c

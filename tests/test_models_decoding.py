@@ -405,3 +405,18 @@ def test_mirostat_tracks_the_target_surprise_on_the_default_model(default_lm, ve
         mean = float(np.mean(rule.surprises[:300]))
         print(f"mirostat {version} tau={tau}: mean surprise over {len(rule.surprises[:300])} tokens {mean:.2f}")
         assert len(rule.surprises) >= 300 and abs(mean - tau) <= 0.1 * tau
+
+
+# ---------------------------------------------------------------------- finishing inside the budget
+@pytest.mark.parametrize("regex", [r'\{"s": "[a-z]+", "n": \[[0-9]+(, [0-9]+)*\]\}', r"[a-z]{3,200}!",
+                                   r"(ab|cd)+(\.|!!)"])
+@pytest.mark.parametrize("max_tokens", [20, 33, 60])
+def test_finish_within_budget_ends_complete(tiny, regex, max_tokens) -> None:
+    g = compiled(tiny, regex)
+    plain = decode_loop(tiny.session(list(b"x")), g.matcher(), tiny.eos_ids, Greedy().choose, max_tokens=max_tokens)
+    out = decode_loop(tiny.session(list(b"x")), g.matcher(), tiny.eos_ids, Greedy().choose, max_tokens=max_tokens,
+                      finish_within_budget=True)
+    assert out.stop == "eos" and len(out.tokens) <= max_tokens
+    assert re.fullmatch(regex, bytes(out.tokens).decode())
+    if plain.stop == "eos":                       # nothing to rescue: the same output
+        assert out.tokens == plain.tokens

@@ -147,6 +147,22 @@ class Matcher:
             return b""
         return forced_bytes(self._rec, self._history[-1], limit)
 
+    def shortest_completion(self) -> bytes | None:
+        """The fewest bytes after which the output is complete (None: not found within
+        the search limits; see `constrained.engine.completion`)."""
+        from constrained.engine.completion import shortest_completion
+
+        if self._terminated:
+            return None
+        return shortest_completion(self._rec, self._history[-1])
+
+    def completion_tokens(self) -> list[int] | None:
+        """Tokens spelling `shortest_completion` that this matcher accepts in turn."""
+        from constrained.engine.completion import completion_tokens
+
+        data = self.shortest_completion()
+        return None if data is None else completion_tokens(self, data)
+
     def forced_tokens(self) -> list[int]:
         """Tokens the constraint forces next, tokenized canonically (see `constrained.engine.forced`)."""
         from constrained.engine.forced import forced_tokens
