@@ -96,6 +96,14 @@ def test_additional_properties_default_follows_the_spec_or_the_option() -> None:
     schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
     assert _compiled(schema).accepts_bytes(b'{"a": 1, "b": [true]}')
     assert not _compiled(schema, additional_properties=False).accepts_bytes(b'{"a": 1, "b": [true]}')
+    declared = _compiled(schema, additional_properties="declared")
+    assert not declared.accepts_bytes(b'{"a": 1, "b": [true]}') and declared.accepts_bytes(b'{"a": 1}')
+    open_map = _compiled({"type": "object", "minProperties": 2}, additional_properties="declared")
+    assert open_map.accepts_bytes(b'{"x": 1, "y": 2}')
+    assert not _compiled({"type": "object", "minProperties": 2}, additional_properties=False).accepts_bytes(
+        b'{"x": 1, "y": 2}')
+    with pytest.raises(ConstrainedError, match="additional_properties"):
+        _compiled(schema, additional_properties="sometimes")
     # declared keys cannot reappear as extras, in any JSON spelling of the name
     assert not _compiled(schema).accepts_bytes(b'{"a": 1, "\\u0061": "x"}')
     assert _compiled(schema).accepts_bytes(b'{"\\u0061": 1}')

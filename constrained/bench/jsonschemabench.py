@@ -5,10 +5,11 @@ the model is asked for an instance the benchmark's way — the schema in the sys
 prompt ("You need to generate a JSON object that matches the schema below."), the
 chat template for instruct models — and generates greedily (``--max-tokens``):
 
-* ``constrained``: the schema compiled with `Grammar.from_json_schema` with
-  `extract`'s sound restrictions (compact whitespace, canonical key spelling, no
-  members beyond the declared ones where ``additionalProperties`` is absent: small
-  models otherwise copy schema keywords into open objects) — **GCT** (grammar
+* ``constrained``: the schema compiled with `Grammar.from_json_schema` with sound
+  restrictions for generation (compact whitespace, canonical key spelling, and
+  where ``additionalProperties`` is absent no members beyond the declared
+  ``properties`` — objects that declare none stay open: small models otherwise copy
+  schema keywords into records) — **GCT** (grammar
   compile time: schema → grammar → compiled → first mask, with a
   ``--compile-timeout``); jump-forward on; the output is finished within the budget
   (`decode_loop`'s ``finish_within_budget``: near the end of ``--max-tokens`` the
@@ -53,7 +54,7 @@ from constrained.bench.datasets import DEFAULT_RESULTS, read_schemas
 STEM = "jsonschemabench"
 SYSTEM_PROMPT = "You need to generate a JSON object that matches the schema below. Answer with the JSON only."
 OUTCOMES = ("valid", "invalid", "no_json", "budget", "dead_end", "compile_error", "compile_timeout")
-SCHEMA_OPTIONS = {"whitespace": "compact", "fixed_strings": "canonical", "additional_properties": False}
+SCHEMA_OPTIONS = {"whitespace": "compact", "fixed_strings": "canonical", "additional_properties": "declared"}
 OUTPUT_CHARS = 2000
 
 

@@ -795,9 +795,14 @@ class SchemaCompiler:
             return []
         key_pieces += strings
         pattern_parts = [p for p in conj if p.get("patternProperties")]
-        default_extra = True if self.options.additional_properties else False
-        others = [(p.get("additionalProperties", default_extra), p.loc.base, p.pointer + "/additionalProperties")
-                  for p in conj if p not in pattern_parts and (p.has("additionalProperties") or not default_extra)]
+        mode = self.options.additional_properties
+
+        def absent(p) -> bool:
+            """What an absent ``additionalProperties`` of ``p`` means under the option."""
+            return (not p.has("properties")) if mode == "declared" else bool(mode)
+
+        others = [(p.get("additionalProperties", absent(p)), p.loc.base, p.pointer + "/additionalProperties")
+                  for p in conj if p not in pattern_parts and (p.has("additionalProperties") or not absent(p))]
         out: list[tuple[str, str]] = []
 
         def add(pieces: list, excluding: tuple[str, ...], items: list, hint: str) -> None:

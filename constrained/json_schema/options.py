@@ -38,8 +38,10 @@ class JsonSchemaOptions:
       (the value is the same) that makes keys forced bytes, so jump-forward can
       append them without sampling.
     * ``additional_properties``: what an absent ``additionalProperties`` means:
-      ``True`` per the specification (default) or ``False`` (XGrammar's strict
-      mode: only declared properties).
+      ``True`` per the specification (default), ``False`` (XGrammar's strict
+      mode: only declared properties) or ``"declared"`` (strict where the object
+      declares ``properties``, open where it declares none: records stay records,
+      maps stay maps).  Both restrictions are sound (every output is valid).
     * ``formats``: ``"assert"`` (default: a known ``format`` constrains the
       string, as JSONSchemaBench and ``jsonschema``'s format checker expect) or
       ``"annotation"`` (draft 2020-12's default vocabulary: formats constrain
@@ -66,7 +68,7 @@ class JsonSchemaOptions:
     max_whitespace: int = DEFAULT_MAX_WHITESPACE
     property_order: Literal["schema", "any"] = "schema"
     fixed_strings: Literal["any", "canonical"] = "any"
-    additional_properties: bool = True
+    additional_properties: bool | Literal["declared"] = True
     unknown_formats: Literal["annotation", "error"] = "annotation"
     max_repetition: int = 256
     value_checks: bool = True
@@ -80,6 +82,9 @@ class JsonSchemaOptions:
             raise OptionError(f"max_whitespace must be >= 1, not {self.max_whitespace}")
         if self.property_order not in ("schema", "any"):
             raise OptionError(f"property_order must be 'schema' or 'any', not {self.property_order!r}")
+        if self.additional_properties not in (True, False, "declared"):
+            raise OptionError(f"additional_properties must be True, False or 'declared', "
+                              f"not {self.additional_properties!r}")
         if self.fixed_strings not in ("any", "canonical"):
             raise OptionError(f"fixed_strings must be 'any' or 'canonical', not {self.fixed_strings!r}")
         if self.unknown_formats not in ("annotation", "error"):
