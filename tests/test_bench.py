@@ -78,7 +78,8 @@ def test_jsonschemabench_end_to_end_on_ten_schemas(tmp_path, capsys) -> None:
     assert len(results) == 20
     constrained = [r for (_, mode), r in results.items() if mode == "constrained"]
     compiled = [r for r in constrained if r["compiled"]]
-    assert compiled and all(r["outcome"] in ("valid", "dead_end") for r in compiled)   # never invalid
+    assert compiled and all(r["outcome"] in ("valid", "dead_end", "budget") for r in compiled)   # never invalid
+    assert sum(r["outcome"] == "valid" for r in compiled) >= len(compiled) - 2
     report = (tmp_path / "jsonschemabench.md").read_text()
     assert "| all | 10 |" in report and "constrained coverage" in report
     assert (tmp_path / "jsonschemabench_coverage.png").stat().st_size > 0

@@ -20,7 +20,8 @@ chat template for instruct models — and generates greedily (``--max-tokens``):
 
 Recorded per (schema, mode): compiled, outcome (``valid``, ``invalid``,
 ``compile_error``, ``compile_timeout``, ``no_json``, ``budget``, ``dead_end``: the
-constraint allowed nothing more), GCT, **TTFT**
+constraint allowed nothing more, ``crash``: an unexpected exception, traceback
+kept), GCT, **TTFT**
 (prefill + first token), **TPOT** (time per later output token), output tokens,
 the output (first 2,000 characters).  Validity: ``jsonschema`` with format
 checking.  Per split: empirical **coverage** = valid / schemas, **compliance** =
@@ -53,7 +54,7 @@ from constrained.bench.datasets import DEFAULT_RESULTS, read_schemas
 
 STEM = "jsonschemabench"
 SYSTEM_PROMPT = "You need to generate a JSON object that matches the schema below. Answer with the JSON only."
-OUTCOMES = ("valid", "invalid", "no_json", "budget", "dead_end", "compile_error", "compile_timeout")
+OUTCOMES = ("valid", "invalid", "no_json", "budget", "dead_end", "compile_error", "compile_timeout", "crash")
 SCHEMA_OPTIONS = {"whitespace": "compact", "fixed_strings": "canonical", "additional_properties": "declared"}
 OUTPUT_CHARS = 2000
 
@@ -143,6 +144,10 @@ def run_one(lm, record: dict, mode: str, *, max_tokens: int, compile_timeout: fl
         except (ConstrainedError, RecursionError) as e:
             return {**out, "compiled": False, "outcome": "compile_error",
                     "error": f"{type(e).__name__}: {str(e)[:300]}"}
+        except Exception as e:           # an engine bug: recorded (with its traceback), the run goes on
+            import traceback
+
+            return {**out, "compiled": False, "outcome": "crash", "error": traceback.format_exc()[-2000:]}
         out["gct_s"] = time.perf_counter() - t0
         out["compiled"] = True
     prompt = lm.prompt_ids(prompt_messages(schema))

@@ -828,7 +828,7 @@ class SchemaCompiler:
         if exact:
             pp_add = ([(pp.get("additionalProperties"), pp.loc.base, pp.pointer + "/additionalProperties")]
                       if pp.has("additionalProperties") else
-                      ([] if default_extra else [(False, pp.loc.base, pp.pointer)]))
+                      ([] if absent(pp) else [(False, pp.loc.base, pp.pointer)]))
             for r in range(len(pats) + 1):
                 for subset in combinations(pats, r):
                     also = [(pp, "patternProperties", ("encoded", regexes[pat])) for pat in subset]
