@@ -122,12 +122,14 @@ class _Sequence:
         left = self.max_tokens - len(self.tokens)
         if left - 1 > FINISH_WINDOW:
             return False
+        now = self.constraint.completion_tokens()
+        if now is not None and len(now) + FINISH_MARGIN < left:
+            return False                          # one token cannot need that much more
         probe = self.constraint.fork()
         probe.advance(t)
         after = probe.completion_tokens()
         if after is not None and len(after) <= left - 1:
             return False
-        now = self.constraint.completion_tokens()
         if now is None or len(now) > left:
             return False                          # no guarantee possible: decode on
         for c in now:
@@ -144,7 +146,8 @@ class _Sequence:
         return True
 
 
-FINISH_WINDOW = 128     # tokens before the budget where finish_within_budget checks every step
+FINISH_WINDOW = 64      # tokens before the budget where finish_within_budget checks every step
+FINISH_MARGIN = 8       # completion tokens one sampled token is assumed to add at most
 
 
 def decode_loop(source, constraint, eos_ids: tuple[int, ...], choose: Callable, *, max_tokens: int,
@@ -160,11 +163,14 @@ def decode_loop(source, constraint, eos_ids: tuple[int, ...], choose: Callable, 
     ``max_tokens`` and in ``Sample.forced`` (a forced EOS too), and add nothing to
     ``Sample.logprob`` (which covers the sampled tokens).
 
-    ``finish_within_budget``: in the last `FINISH_WINDOW` tokens of the budget, a
-    sampled token after which the output could no longer be completed in the tokens
-    left is replaced by the shortest completion (`Matcher.completion_tokens`) and
-    EOS, so a grammar matcher's output ends complete instead of running out of
-    budget (the end is then the grammar's shortest, not the model's choice)."""
+    ``finish_within_budget``: in the last `FINISH_WINDOW` tokens of the budget, once
+    the shortest completion (`Matcher.completion_tokens`) comes within
+    `FINISH_MARGIN` tokens of what is left, a sampled token after which the output
+    could no longer be completed in time is replaced by that completion and EOS, so
+    a grammar matcher's output ends complete instead of running out of budget (the
+    end is then the grammar's shortest, not the model's choice).  Value checks the
+    grammar does not express (``minProperties``, ...) can refuse the shortest
+    completion; such outputs may still run out."""
     seq = _Sequence(constraint, sorted(set(int(t) for t in eos_ids)), max_tokens, jump_forward,
                     finish_within_budget)
     while seq.result is None:

@@ -23,12 +23,28 @@ import numpy as np
 from constrained.engine.recognizer import DEAD_STATE
 
 MAX_COMPLETION_BYTES = 4096
-MAX_VISITED_STATES = 20000
+MAX_VISITED_STATES = 2000
+_MEMO_ATTR = "_shortest_completions"
 
 
 def shortest_completion(rec, sid: int, *, max_bytes: int = MAX_COMPLETION_BYTES,
                         max_states: int = MAX_VISITED_STATES) -> bytes | None:
-    """The shortest bytes after which ``sid`` is accepting (None: none within the limits)."""
+    """The shortest bytes after which ``sid`` is accepting (None: none within the limits);
+    memoised per recognizer state."""
+    memo = getattr(rec, _MEMO_ATTR, None)
+    if memo is None:
+        memo = {}
+        try:
+            setattr(rec, _MEMO_ATTR, memo)
+        except AttributeError:          # pragma: no cover - a recognizer with __slots__
+            pass
+    key = (sid, max_bytes, max_states)
+    if key not in memo:
+        memo[key] = _search(rec, sid, max_bytes, max_states)
+    return memo[key]
+
+
+def _search(rec, sid: int, max_bytes: int, max_states: int) -> bytes | None:
     if rec.accepting(sid):
         return b""
     parent: dict[int, tuple[int, int] | None] = {sid: None}
