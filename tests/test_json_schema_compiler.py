@@ -109,6 +109,22 @@ def test_additional_properties_default_follows_the_spec_or_the_option() -> None:
     assert _compiled(schema).accepts_bytes(b'{"\\u0061": 1}')
 
 
+def test_integer_semantics_follow_the_draft() -> None:
+    """From draft 6 on 1.0 is an integer; draft 4 (and 3) say it is not (jsonschema agrees)."""
+    import jsonschema
+
+    for dialect, ok in [("http://json-schema.org/draft-04/schema#", False),
+                        ("http://json-schema.org/draft-07/schema#", True), (None, True)]:
+        schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
+        if dialect:
+            schema["$schema"] = dialect
+        compiled = _compiled(schema)
+        assert compiled.accepts_bytes(b'{"n": 1}')
+        assert compiled.accepts_bytes(b'{"n": 1.0}') is ok
+        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        assert cls(schema).is_valid({"n": 1.0}) is ok
+
+
 def test_fixed_strings_canonical_spells_keys_and_enums_one_way() -> None:
     schema = {"type": "object", "properties": {"né\n": {"enum": ["a\"b", "x/y"]}}, "required": ["né\n"]}
     value = {"né\n": "x/y"}

@@ -162,6 +162,7 @@ class SchemaCompiler:
         self.validators = SchemaValidators(self.index, formats=options.formats == "assert")
         dialect = str(schema.get("$schema", "")) if isinstance(schema, dict) else ""
         self.legacy = any(d in dialect for d in ("draft-03", "draft-04", "draft-06", "draft-07"))
+        self.integers_exclude_floats = any(d in dialect for d in ("draft-03", "draft-04"))   # 1.0 not an integer
         self.b = _Builder()
         self.notes: list[SchemaNote] = []
         self._noted: set[SchemaNote] = set()
@@ -507,8 +508,9 @@ class SchemaCompiler:
             ilo, ihi = integer_bounds(None if xlo else lo, None if xhi else hi,
                                       lo if xlo else None, hi if xhi else None)
             regex = integer_range_regex(ilo, ihi)
-            if not fractions and all(v is None or abs(v) <= 2 ** 53 for v in (ilo, ihi)):
-                regex = f"(?:{regex})(?:\\.0+)?"      # 1.0 is an integer too; its float is exact here
+            if not fractions and not self.integers_exclude_floats and \
+                    all(v is None or abs(v) <= 2 ** 53 for v in (ilo, ihi)):
+                regex = f"(?:{regex})(?:\\.0+)?"      # 1.0 is an integer too (from draft 6); its float is exact
             out.append((self.b.term(regex, "INTEGER"),))
         except ValueError as e:
             if "empty" not in str(e):
