@@ -94,13 +94,10 @@ class _Sequence:
             self._stop("dead_end")
             return
         if len(self.tokens) >= self.max_tokens:      # budget spent: stop here if the constraint may
-            eos_allowed = [t for t in self.eos if t < masked.shape[-1] and torch.isfinite(masked[t])]
-            if not eos_allowed:
+            masked = restrict_to(masked, self.eos)
+            if not torch.isfinite(masked).any():
                 self._stop("max_tokens")
                 return
-            keep = torch.full_like(masked, float("-inf"))
-            keep[eos_allowed] = masked[eos_allowed]
-            masked = keep
         t = int(choose(masked, generator))
         self.logprob += float(torch.log_softmax(logits, dim=-1)[t])
         if t in self.eos:
@@ -219,6 +216,16 @@ def decode_batch(source, constraints: Sequence, eos_ids: tuple[int, ...],
         for i, s in enumerate(seqs):
             s.choose(logits[i], chooses[i], generator)
     return [s.result for s in seqs]
+
+
+def restrict_to(masked, ids):
+    """A copy of ``masked`` logits where every id but ``ids`` is -inf (at the budget: EOS only)."""
+    import torch
+
+    keep = torch.full_like(masked, float("-inf"))
+    ids = [t for t in ids if t < masked.shape[-1]]
+    keep[ids] = masked[ids]
+    return keep
 
 
 def _bit(mask, t: int) -> bool:

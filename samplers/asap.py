@@ -95,12 +95,19 @@ class ASApTrie:
             stack.extend(node.children.values())
         return count
 
+    def node(self, prefix) -> "_Node | None":
+        """The node of the visited ``prefix`` (None if it was never visited)."""
+        node = self.root
+        for t in prefix:
+            if node is None:
+                return None
+            node = node.children.get(int(t))
+        return node
+
     def conditional(self, prefix) -> dict[int, float]:
         """ASAp's current next-token distribution after the visited ``prefix``:
         ``p(t)·ĉ(xt)`` normalised (equals the target's conditional once ``ĉ = c``)."""
-        node = self.root
-        for t in prefix:
-            node = node.children.get(int(t)) if node is not None else None
+        node = self.node(prefix)
         if node is None:
             raise SamplerError(f"the prefix {list(prefix)[:16]} was never visited")
         w = node.weights()

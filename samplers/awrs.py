@@ -98,6 +98,15 @@ def awrs_step(logits, constraint, eos_ids, generator=None, temperature: float = 
     return AWRSStep(None, -math.inf, checks)
 
 
+def eos_draw(logp, eos: list[int], generator=None) -> tuple[int, float]:
+    """At the token budget only EOS may come: one EOS id drawn by its probability under
+    ``logp`` (log-probabilities), and the log of their total mass (the step's weight)."""
+    import torch
+
+    t = eos[int(torch.multinomial(torch.softmax(logp[eos], 0), 1, generator=generator))]
+    return t, float(torch.logsumexp(logp[eos], 0))
+
+
 class AWRSSampler:
     """Decode one sequence with `awrs_step` at every step: each token is an exact draw
     from the masked distribution (the same as `samplers.AncestralSampler` with
@@ -126,8 +135,8 @@ class AWRSSampler:
                 if not constraint.is_accepting():
                     return [Sample(tokens, logprob, "max_tokens", info=info)]
                 tempered = torch.log_softmax(logits.double() / max(self.temperature, 1e-6), dim=-1)
-                info["log_weight"] = log_weight + float(torch.logsumexp(tempered[eos], 0))
-                t = eos[int(torch.multinomial(torch.softmax(tempered[eos], 0), 1, generator=generator))]
+                t, log_mass = eos_draw(tempered, eos, generator)
+                info["log_weight"] = log_weight + log_mass
                 constraint.advance(t)
                 return [Sample(tokens, logprob + float(full[t]), "eos", info=info)]
             step = awrs_step(logits, constraint, eos, generator, self.temperature)

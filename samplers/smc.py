@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from constrained.masks import apply_token_mask
-from samplers.awrs import awrs_step
+from samplers.awrs import awrs_step, eos_draw
 from samplers.base import Sample
 
 RESAMPLING = ("multinomial", "systematic")
@@ -141,8 +141,8 @@ class SMC:
                 tempered = torch.log_softmax(logits[i].double() * scale, dim=-1)
                 if len(tokens[i]) >= max_tokens:              # budget spent: EOS or nothing
                     if cons[i].is_accepting():
-                        t = eos[int(torch.multinomial(torch.softmax(tempered[eos], 0), 1, generator=generator))]
-                        logw[i] += float(torch.logsumexp(tempered[eos], 0))
+                        t, log_mass = eos_draw(tempered, eos, generator)
+                        logw[i] += log_mass
                         logprob[i] += float(full[t])
                         cons[i].advance(t)
                         stops[i] = "eos"

@@ -74,9 +74,7 @@ class ASApTarget:
         import torch
 
         probs = torch.softmax(masked.double(), dim=-1)
-        node = self.trie.root
-        for t in prefix:
-            node = node.children.get(int(t)) if node is not None else None
+        node = self.trie.node(prefix)
         if node is not None:
             for i, c in node.chat.items():
                 probs[int(node.tokens[i])] *= c
@@ -143,7 +141,7 @@ def speculative_decode(session, constraint, eos_ids: tuple[int, ...], *, drafter
     model is on a GPU, where the forward does not need the CPU)."""
     import torch
 
-    from constrained.decoding import _only_eos
+    from constrained.decoding import _bit, _only_eos, restrict_to
 
     target = _target(target)
     greedy = _is_greedy(target)
@@ -165,7 +163,7 @@ def speculative_decode(session, constraint, eos_ids: tuple[int, ...], *, drafter
     while stop is None:
         mask = constraint.mask()
         if _only_eos(mask, eos):            # nothing but EOS (or nothing): no forward pass needed
-            if any(((int(mask[t >> 5]) >> (t & 31)) & 1) for t in eos if t >> 5 < len(mask)):
+            if any(_bit(mask, t) for t in eos):
                 stop, forced_eos = "eos", True
             else:
                 stop = "dead_end"
@@ -198,11 +196,7 @@ def speculative_decode(session, constraint, eos_ids: tuple[int, ...], *, drafter
             logits = logits_at(i)
             masked = apply_token_mask(logits.clone(), masks[i] if i < len(masks) else constraint.mask())
             if len(tokens) >= max_tokens:            # budget spent: EOS or stop
-                keep = torch.full_like(masked, float("-inf"))
-                for t in eos:
-                    if t < masked.shape[-1]:
-                        keep[t] = masked[t]
-                masked = keep
+                masked = restrict_to(masked, eos)
             if not torch.isfinite(masked).any():
                 stop = "max_tokens" if len(tokens) >= max_tokens else "dead_end"
                 break
