@@ -114,19 +114,15 @@ class _Sequence:
             self._take_forced()
 
     def _finish_instead_of(self, t: int) -> bool:
-        """Near the budget: if after ``t`` the output could no longer be completed in the
-        tokens left, append the shortest completion now and stop (True)."""
+        """If after ``t`` the output could no longer be completed in the tokens left,
+        append the shortest completion now instead and stop (True).  Checked at every
+        step: a single token can open a value whose shortest completion is long."""
         left = self.max_tokens - len(self.tokens)
-        if left - 1 > FINISH_WINDOW:
-            return False
-        now = self.constraint.completion_tokens()
-        if now is not None and len(now) + FINISH_MARGIN < left:
-            return False                          # one token cannot need that much more
         probe = self.constraint.fork()
         probe.advance(t)
-        after = probe.completion_tokens()
-        if after is not None and len(after) <= left - 1:
+        if _completes_within(probe, left - 1):
             return False
+        now = self.constraint.completion_tokens()
         if now is None or len(now) > left:
             return False                          # no guarantee possible: decode on
         for c in now:
@@ -143,8 +139,16 @@ class _Sequence:
         return True
 
 
-FINISH_WINDOW = 64      # tokens before the budget where finish_within_budget checks every step
-FINISH_MARGIN = 8       # completion tokens one sampled token is assumed to add at most
+def _completes_within(matcher, room: int) -> bool:
+    """Whether ``matcher``'s shortest completion fits in ``room`` tokens (its byte length
+    bounds its token count, so the tokenization is needed only when it does not)."""
+    data = matcher.shortest_completion()
+    if data is None:
+        return False
+    if len(data) <= room:
+        return True
+    tokens = matcher.completion_tokens()
+    return tokens is not None and len(tokens) <= room
 
 
 def decode_loop(source, constraint, eos_ids: tuple[int, ...], choose: Callable, *, max_tokens: int,
@@ -160,14 +164,13 @@ def decode_loop(source, constraint, eos_ids: tuple[int, ...], choose: Callable, 
     ``max_tokens`` and in ``Sample.forced`` (a forced EOS too), and add nothing to
     ``Sample.logprob`` (which covers the sampled tokens).
 
-    ``finish_within_budget``: in the last `FINISH_WINDOW` tokens of the budget, once
-    the shortest completion (`Matcher.completion_tokens`) comes within
-    `FINISH_MARGIN` tokens of what is left, a sampled token after which the output
-    could no longer be completed in time is replaced by that completion and EOS, so
-    a grammar matcher's output ends complete instead of running out of budget (the
-    end is then the grammar's shortest, not the model's choice).  Value checks the
-    grammar does not express (``minProperties``, ...) can refuse the shortest
-    completion; such outputs may still run out."""
+    ``finish_within_budget``: a sampled token after which the output could no longer
+    be completed in the tokens left (the shortest completion, `Matcher.completion_tokens`,
+    value checks included, checked at every step) is replaced by the current shortest
+    completion and EOS, so a grammar matcher's output ends complete instead of
+    running out of budget (the end is then the shortest, not the model's choice).
+    It cannot help where the shortest completion is already longer than the budget
+    at the start (give such constraints a larger ``max_tokens``)."""
     seq = _Sequence(constraint, sorted(set(int(t) for t in eos_ids)), max_tokens, jump_forward,
                     finish_within_budget)
     while seq.result is None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from constrained.bench.datasets import DatasetError, read_schemas
-from constrained.bench.jsonschemabench import first_json_value, read_results, summarize
+from constrained.bench.jsonschemabench import first_json_value, read_results, round_robin_by_split, summarize
 from constrained.cli import main
 
 SAMPLE = Path(__file__).resolve().parent / "data" / "jsonschemabench_sample.jsonl"
@@ -66,6 +66,12 @@ def test_summary_counts_coverage_and_compliance() -> None:
     assert s["all"]["unconstrained"]["coverage"] == 0.0 and s["all"]["unconstrained"]["compiled"] == 1
 
 
+def test_jobs_take_the_splits_in_turn() -> None:
+    recs = [{"id": i, "split": s} for i, s in enumerate("AAABBC")]
+    assert [r["id"] for r in round_robin_by_split(recs)] == [0, 3, 5, 1, 4, 2]
+    assert round_robin_by_split([]) == []
+
+
 def test_jsonschemabench_end_to_end_on_ten_schemas(tmp_path, capsys) -> None:
     from constrained.tokenizers import default_model_gguf
 
@@ -78,8 +84,12 @@ def test_jsonschemabench_end_to_end_on_ten_schemas(tmp_path, capsys) -> None:
     assert len(results) == 20
     constrained = [r for (_, mode), r in results.items() if mode == "constrained"]
     compiled = [r for r in constrained if r["compiled"]]
-    assert compiled and all(r["outcome"] in ("valid", "dead_end", "budget") for r in compiled)   # never invalid
-    assert sum(r["outcome"] == "valid" for r in compiled) >= len(compiled) - 2
+    assert compiled and all(r["outcome"] in ("valid", "budget") for r in compiled)      # never invalid
+    # one schema (allOf of patternProperties without additionalProperties, minProperties 4) admits
+    # keys that only the check at the object's end refuses: finishing may not find a way out in time
+    assert sum(r["outcome"] == "valid" for r in compiled) >= len(compiled) - 1, \
+        [(r["id"], r["outcome"], r.get("output")) for r in compiled if r["outcome"] != "valid"]
+    assert all(r["max_tokens"] >= 64 for r in results.values() if "max_tokens" in r)
     report = (tmp_path / "jsonschemabench.md").read_text()
     assert "| all | 10 |" in report and "constrained coverage" in report
     assert (tmp_path / "jsonschemabench_coverage.png").stat().st_size > 0

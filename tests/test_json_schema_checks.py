@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from constrained import Grammar, TokenVocabulary, compile_grammar
 from constrained.engine.checked import CheckedMatcher
+from constrained.engine.matcher import Matcher
 from constrained.json_schema.compiler import compile_json_schema
 from constrained.masks import unpack_mask
 
@@ -99,6 +100,73 @@ def test_mask_equals_allows_and_walks_stay_valid(index: int) -> None:
                 finished += 1
                 break
     assert finished or index in (1, 4, 5, 6, 7)
+
+
+CHECKED_COMPLETIONS = [      # (schema, prefix, the shortest completion that passes the checks)
+    # (as short as the shortest, except minProperties' distinct keys: by a merging round, a few bytes longer)
+    ({"type": "array", "items": {"enum": [1, 2, 3]}, "uniqueItems": True, "minItems": 2}, "[1,", "2]"),
+    ({"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 9}, "contains": {"const": 7}},
+     "[", "7]"),
+    ({"type": "object", "additionalProperties": {"type": "integer"}, "minProperties": 2}, '{"a":1', ',"":0}'),
+    ({"type": "array", "items": {"type": "integer"}, "not": {"maxItems": 1}}, "", "[0,0]"),
+    ({"oneOf": [{"type": "integer"}, {"type": "number", "minimum": 0}]}, "", "-1"),
+]
+
+
+@pytest.mark.parametrize("schema, prefix, expected", CHECKED_COMPLETIONS)
+def test_shortest_completion_passes_the_checks(schema, prefix: str, expected: str) -> None:
+    """Where a value check refuses the grammar's shortest completion, the search through
+    the checks finds the shortest one that passes (the grammar's is shorter)."""
+    cg = compile_grammar(Grammar.from_json_schema(schema, whitespace="compact"), BYTES, cache_dir=None)
+    m = cg.matcher()
+    assert isinstance(m, CheckedMatcher) and m.advance_many(BYTES.encode(prefix)) == len(prefix)
+    got = m.shortest_completion()
+    if "minProperties" in schema:
+        assert len(expected) <= len(got) <= len(expected) + 3, got
+    else:
+        assert len(got) == len(expected), got
+    plain = Matcher.shortest_completion(m)                      # the grammar's alone: refused
+    assert plain != got and len(plain) <= len(got)
+    probe = m.fork()
+    assert not (probe.advance_many(BYTES.encode(plain.decode())) == len(plain) and probe.is_accepting())
+    tokens = m.completion_tokens()
+    assert m.advance_many(tokens) == len(tokens) and m.is_accepting()
+    assert jsonschema.Draft202012Validator(schema).is_valid(json.loads(prefix + got.decode()))
+
+
+@pytest.mark.parametrize("index", range(len(CHECKED)))
+def test_completions_along_walks_validate(index: int) -> None:
+    """Along random walks: every completion found is accepted by the matcher and the
+    finished value validates (jsonschema); one is found at most prefixes that have one
+    (every prefix of one that has one; the mask lets walks into dead ends that only the
+    checks see, e.g. a duplicate item before its array closes).  The search is bounded,
+    so "most": a number token that may grow under ``contains`` can outrun it."""
+    import random
+
+    cg = _compiled(index, CHUNKY)
+    validator = jsonschema.Draft202012Validator(CHECKED[index])
+    rng = random.Random(index)
+    found = completable = 0
+    for _ in range(6):
+        m = cg.matcher()
+        seen = []
+        for _step in range(12):
+            done = b"".join(CHUNKY.token_bytes[t] for t in m.tokens)
+            c = m.shortest_completion()
+            seen.append(c is not None)
+            if c is not None:
+                probe = m.fork()
+                tokens = probe.completion_tokens()
+                assert tokens is not None and probe.advance_many(tokens) == len(tokens) and probe.is_accepting()
+                assert validator.is_valid(json.loads(done + c)), done + c
+            allowed = [t for t in range(len(CHUNKY)) if m.allows(t) and t not in CHUNKY.eos_ids]
+            if not allowed:
+                break
+            assert m.advance(rng.choice(allowed))
+        last = max((i for i, ok in enumerate(seen) if ok), default=-1)
+        completable += last + 1
+        found += sum(seen[: last + 1])
+    assert completable >= 12 and found >= 0.8 * completable, (found, completable)
 
 
 def test_the_token_completing_a_duplicate_is_refused_and_fork_rollback_agree() -> None:

@@ -265,3 +265,67 @@ def test_shortest_completion_is_shortest_and_completes() -> None:
                 (prefix, c, n)
         tokens = m.completion_tokens()
         assert tokens is not None and b"".join(vocab.token_bytes[t] for t in tokens) == c
+
+
+SCHEMAS_FOR_COMPLETION = [
+    {"type": "object", "properties": {"a": {"type": "array", "items": {"$ref": "#"}, "maxItems": 3},
+                                      "bb": {"type": "string", "minLength": 3}}, "required": ["a", "bb"],
+     "additionalProperties": False},
+    {"type": "array", "prefixItems": [{"type": "number"}, {"enum": ["xy", [1, 2]]}], "minItems": 2},
+    {"anyOf": [{"type": "object", "properties": {"k": {"type": "integer", "minimum": 10}}, "required": ["k"]},
+               {"type": "string", "pattern": "^q{4}$"}]},
+]
+
+
+@pytest.mark.parametrize("source", ["json.lark", 0, 1, 2])
+def test_shortest_completion_equals_the_byte_search(source) -> None:
+    """The grammar-level completion (Earley items and shortest yields) has exactly the
+    length of a breadth-first search over bytes, at every prefix of sampled texts, and
+    finishes them."""
+    import random
+
+    from constrained import Grammar, TokenVocabulary, compile_grammar
+    from constrained.engine.completion import bfs_completion, shortest_completion
+    from constrained.grammar.derivations import RandomChooser
+    from constrained.testing.walks import follow_mask
+
+    vocab = TokenVocabulary.from_token_bytes([bytes([b]) for b in range(32, 127)] + [b""], eos_ids=[95])
+    grammar = (Grammar.from_lark(JSON_LARK) if source == "json.lark"
+               else Grammar.from_json_schema(SCHEMAS_FOR_COMPLETION[source], whitespace="compact"))
+    compiled = compile_grammar(grammar, vocab, cache_dir=None)
+    rec = compiled.recognizer
+    rng = random.Random(0)
+    checked = 0
+    for seed in range(12):
+        data = follow_mask(compiled, RandomChooser(random.Random(seed)), max_tokens=40, eos_p=0.05).text
+        for cut in sorted({rng.randrange(len(data) + 1) for _ in range(6)}):
+            sid = rec.feed(rec.initial, data[:cut])
+            got, want = shortest_completion(rec, sid), bfs_completion(rec, sid, max_states=20_000)
+            assert got is not None and rec.accepting(rec.feed(sid, got)), (data[:cut], got)
+            if want is not None:              # else past the byte search's reach
+                assert len(got) == len(want), (data[:cut], got, want)
+                checked += 1
+    assert checked >= 30
+
+
+def test_shortest_completion_of_deep_nesting_is_fast() -> None:
+    """Finishing 300 open arrays and objects (where a byte search gives up) in bounded time."""
+    import time
+
+    from constrained import Grammar, TokenVocabulary, compile_grammar
+    from constrained.engine.completion import bfs_completion
+
+    vocab = TokenVocabulary.from_token_bytes([bytes([b]) for b in range(32, 127)] + [b""], eos_ids=[95])
+    schema = {"type": "object", "properties": {"req": {"type": "string"}, "d": {"$ref": "#"}},
+              "required": ["req", "d"]}
+    compiled = compile_grammar(Grammar.from_json_schema({"anyOf": [schema, {"type": "array", "items": {"$ref": "#"}}]},
+                                                        whitespace="compact"), vocab, cache_dir=None)
+    prefix = '[{"req":"x","d":' * 150
+    m = compiled.matcher()
+    assert m.advance_many(vocab.encode(prefix)) == len(prefix)
+    t0 = time.perf_counter()
+    c = m.shortest_completion()
+    assert time.perf_counter() - t0 < 5.0
+    assert c == b"[]" + b"}]" * 150
+    assert compiled.accepts_bytes(prefix.encode() + c)
+    assert bfs_completion(compiled.recognizer, m.state_id, max_states=2000) is None

@@ -420,3 +420,28 @@ def test_finish_within_budget_ends_complete(tiny, regex, max_tokens) -> None:
     assert re.fullmatch(regex, bytes(out.tokens).decode())
     if plain.stop == "eos":                       # nothing to rescue: the same output
         assert out.tokens == plain.tokens
+
+
+FINISH_SCHEMAS = [
+    {"type": "object", "properties": {"name": {"type": "string"}, "kids": {"type": "array", "items": {"$ref": "#"}}},
+     "required": ["name", "kids"]},
+    {"type": "object", "additionalProperties": {"type": "array", "items": {"enum": [1, 2, 3]},
+                                                "uniqueItems": True, "minItems": 2}, "minProperties": 2},
+    {"type": "array", "items": {"type": "array", "items": {"type": "integer"}}, "contains": {"const": [7]}},
+]
+
+
+@pytest.mark.parametrize("schema", FINISH_SCHEMAS)
+@pytest.mark.parametrize("max_tokens", [24, 40, 64])
+def test_finish_within_budget_ends_valid_under_schemas(tiny, schema, max_tokens) -> None:
+    """Recursive schemas and value checks (uniqueItems, minProperties, contains): with a
+    random model and a budget the output ends by EOS, within the budget, valid."""
+    import jsonschema
+
+    g = compile_grammar(Grammar.from_json_schema(schema, whitespace="compact"), tiny.vocab, cache_dir=None)
+    for seed in range(3):
+        out = decode_loop(tiny.session(list(b"json: ")), g.matcher(), tiny.eos_ids, Temperature(1.5).choose,
+                          max_tokens=max_tokens, finish_within_budget=True,
+                          generator=torch.Generator().manual_seed(seed))
+        assert out.stop == "eos" and len(out.tokens) <= max_tokens, out
+        assert jsonschema.Draft202012Validator(schema).is_valid(json.loads(bytes(out.tokens)))

@@ -3,7 +3,9 @@
 For each schema of a MaskBench or JSONSchemaBench file (`constrained.bench.datasets`)
 the model is asked for an instance the benchmark's way — the schema in the system
 prompt ("You need to generate a JSON object that matches the schema below."), the
-chat template for instruct models — and generates greedily (``--max-tokens``):
+chat template for instruct models — and generates greedily, both modes with the
+same budget: ``--max-tokens``, raised for a schema whose shortest instance needs
+more (to that plus `BUDGET_SLACK`; recorded as ``max_tokens``):
 
 * ``constrained``: the schema compiled with `Grammar.from_json_schema` with sound
   restrictions for generation (compact whitespace, canonical key spelling, and
@@ -12,8 +14,9 @@ chat template for instruct models — and generates greedily (``--max-tokens``):
   schema keywords into records) — **GCT** (grammar
   compile time: schema → grammar → compiled → first mask, with a
   ``--compile-timeout``); jump-forward on; the output is finished within the budget
-  (`decode_loop`'s ``finish_within_budget``: near the end of ``--max-tokens`` the
-  shortest completion is appended); optionally ``--speculative``;
+  (`decode_loop`'s ``finish_within_budget``: where a token would leave no room to
+  finish, the shortest completion, value checks included, is appended instead);
+  optionally ``--speculative``;
 * ``unconstrained`` (``--unconstrained``): the same prompt, no constraint; the
   first JSON value in the output (code fences and prose around it ignored) is the
   answer.
@@ -57,6 +60,7 @@ SYSTEM_PROMPT = "You need to generate a JSON object that matches the schema belo
 OUTCOMES = ("valid", "invalid", "no_json", "budget", "dead_end", "compile_error", "compile_timeout", "crash")
 SCHEMA_OPTIONS = {"whitespace": "compact", "fixed_strings": "canonical", "additional_properties": "declared"}
 OUTPUT_CHARS = 2000
+BUDGET_SLACK = 32       # tokens beyond a schema's shortest instance when that exceeds --max-tokens
 
 
 def prompt_messages(schema: Any) -> list[dict]:
@@ -120,6 +124,27 @@ def _is_valid(schema, value) -> bool:
         return False
 
 
+def _budget_for(matcher, max_tokens: int) -> int:
+    """``max_tokens``, raised where the schema's shortest instance needs more (plus
+    `BUDGET_SLACK`): a budget no valid output fits would measure the harness, not the
+    engine or the model."""
+    shortest = matcher.completion_tokens()
+    return max_tokens if shortest is None else max(max_tokens, len(shortest) + BUDGET_SLACK)
+
+
+def token_budget(lm, schema: Any, max_tokens: int, compile_timeout: float) -> int:
+    """The budget both modes get for ``schema`` (see `_budget_for`; ``max_tokens`` if it
+    does not compile)."""
+    from constrained import Grammar, compile_grammar
+
+    try:
+        with _Deadline(compile_timeout):
+            compiled = compile_grammar(Grammar.from_json_schema(schema, **SCHEMA_OPTIONS), lm.vocab)
+            return _budget_for(compiled.matcher(), max_tokens)
+    except Exception:                    # noqa: BLE001 - recorded by the constrained run of the schema
+        return max_tokens
+
+
 def run_one(lm, record: dict, mode: str, *, max_tokens: int, compile_timeout: float, speculative=None) -> dict:
     """One schema in one mode (see the module docstring); returns its result record."""
     from constrained import Grammar, compile_grammar
@@ -132,7 +157,9 @@ def run_one(lm, record: dict, mode: str, *, max_tokens: int, compile_timeout: fl
     out: dict[str, Any] = {"id": record["id"], "split": record["split"], "mode": mode, "compiled": None,
                            "gct_s": None}
     constraint = Unconstrained(lm.logits_width)
-    if mode == "constrained":
+    if mode == "unconstrained":
+        max_tokens = token_budget(lm, schema, max_tokens, compile_timeout)
+    else:
         t0 = time.perf_counter()
         try:
             with _Deadline(compile_timeout):
@@ -150,6 +177,7 @@ def run_one(lm, record: dict, mode: str, *, max_tokens: int, compile_timeout: fl
             return {**out, "compiled": False, "outcome": "crash", "error": traceback.format_exc()[-2000:]}
         out["gct_s"] = time.perf_counter() - t0
         out["compiled"] = True
+        max_tokens = _budget_for(constraint, max_tokens)
     prompt = lm.prompt_ids(prompt_messages(schema))
     t0 = time.perf_counter()
     session = lm.session(prompt)
@@ -172,7 +200,7 @@ def run_one(lm, record: dict, mode: str, *, max_tokens: int, compile_timeout: fl
     n = len(sample.tokens) + (sample.stop == "eos")
     ttft = (first["t"] - t0) if first["t"] is not None else total
     text = b"".join(lm.vocab.token_bytes[t] for t in sample.tokens).decode("utf-8", "replace")
-    out.update(ttft_s=ttft, tpot_s=(total - ttft) / (n - 1) if n > 1 else None, tokens=n, stop=sample.stop,
+    out.update(max_tokens=max_tokens, ttft_s=ttft, tpot_s=(total - ttft) / (n - 1) if n > 1 else None, tokens=n, stop=sample.stop,
                output=text[:OUTPUT_CHARS])
     if mode == "constrained":
         ok, value = (False, None) if sample.stop != "eos" else first_json_value(text)
@@ -221,6 +249,16 @@ def read_results(path: Path) -> dict[tuple[str, str], dict]:
     return done
 
 
+def round_robin_by_split(records: Sequence[dict]) -> list[dict]:
+    """``records`` taking one schema of each split in turn (file order within a split), so
+    that a run stopped early has covered every split."""
+    by_split: dict[str, list[dict]] = {}
+    for r in records:
+        by_split.setdefault(r["split"], []).append(r)
+    queues = list(by_split.values())
+    return [q[i] for i in range(max(map(len, queues), default=0)) for q in queues if i < len(q)]
+
+
 def run(records: Sequence[dict], results_path: Path, *, model: str, modes: Sequence[str], max_tokens: int,
         compile_timeout: float, workers: int = 1, speculative: str | None = None, progress: bool = True) -> None:
     """Run every (record, mode) not yet in ``results_path``, appending one line each."""
@@ -228,7 +266,7 @@ def run(records: Sequence[dict], results_path: Path, *, model: str, modes: Seque
 
     done = read_results(results_path)
     jobs = [(r, m, {"max_tokens": max_tokens, "compile_timeout": compile_timeout, "speculative": speculative})
-            for r in records for m in modes if (str(r["id"]), m) not in done]
+            for r in round_robin_by_split(records) for m in modes if (str(r["id"]), m) not in done]
     if not jobs:
         return
     results_path.parent.mkdir(parents=True, exist_ok=True)

@@ -121,6 +121,15 @@ class CheckedMatcher(Matcher):
             del self._lens[-n:]
             del self._text[self._lens[-1]:]
 
+    def shortest_completion(self) -> bytes | None:
+        """The fewest bytes after which the output is complete *and* passes every value
+        check (see `constrained.engine.completion.checked_completion`)."""
+        from constrained.engine.completion import checked_completion
+
+        if self._terminated:
+            return None
+        return checked_completion(self._rec, self._history[-1], self._checks, self._cstates[-1], bytes(self._text))
+
     def forced_tokens(self) -> list[int]:
         """Forced tokens of the grammar, cut before the first one a check refuses."""
         tokens = super().forced_tokens()

@@ -1,12 +1,28 @@
 """The shortest way to finish: the fewest bytes after a state that end in the language.
 
-`shortest_completion` runs a breadth-first search over bytes from a recognizer
-state (states are interned, so e.g. every character inside a string leads to the
-same state and the search stays small) and returns the shortest byte string after
-which the output is complete, or None if none is found within the limits.
-`completion_tokens` turns it into tokens the matcher accepts (the canonical
-encoding when it is text, else a greedy longest match over the token bytes).  The decoding loop uses
-them to finish inside a token budget (`constrained.decoding`).
+`shortest_completion` reads the answer off the grammar instead of searching over
+bytes (a byte search blows up on deep nesting: finishing 40 open objects with
+required members is hundreds of bytes, each a search level).  For a recognizer
+state, i.e. a set of configurations ``(parser node, lexeme, DFA state)``:
+
+* a lexeme being read is finished along the shortest path to an accepting state
+  of its DFA (one reverse breadth-first search per terminal);
+* from the parser node, each Earley item ``A -> α • β`` (origin ``o``) costs the
+  shortest yield of ``β`` (per nonterminal by Knuth's generalisation of Dijkstra's
+  algorithm, which also picks a well-founded derivation to spell it) plus the cost
+  of completing ``A`` at ``o``: the cheapest item of ``o`` waiting for ``A``, and so on
+  down the parse stack to the root (memoised per (node, nonterminal); origins are
+  older nodes, items predicted in the node itself are solved by relaxation).
+
+The minimum over configurations is exact (`tests/test_matcher_api.py` checks it
+against brute force and a byte-level breadth-first search, `bfs_completion`).
+Value checks (`constrained.engine.checked`) may refuse that completion (e.g.
+``minProperties`` or ``uniqueItems`` decided on the finished value): then
+`checked_completion` runs an A* search over bytes through the checks, with the
+grammar's shortest completion as its (admissible, consistent) heuristic.
+`completion_tokens` turns bytes into tokens the matcher accepts (the canonical
+encoding when it is text, else a greedy longest match over the token bytes).  The
+decoding loop uses them to finish inside a token budget (`constrained.decoding`).
 
 Example:
     >>> from constrained import Grammar, TokenVocabulary, compile_grammar
@@ -18,38 +34,281 @@ Example:
 
 from __future__ import annotations
 
+import heapq
+import itertools
+import math
+
 import numpy as np
 
-from constrained.engine.recognizer import DEAD_STATE
+from constrained.automata.byte_dfa import START
+from constrained.engine.earley import SELF
+from constrained.engine.recognizer import BOUNDARY, DEAD_STATE
 
 MAX_COMPLETION_BYTES = 4096
-MAX_VISITED_STATES = 2000
-_MEMO_ATTR = "_shortest_completions"
+MAX_CHECKED_EXPANSIONS = 4000     # A* expansions before `checked_completion` gives up
+GREEDY_WEIGHT = 3                 # weighted A* (g + 3h) in the rounds that merge texts
+_TABLES_ATTR = "_completion_tables"
+_BLANKS = frozenset(b" \t\n\r")
+# bytes in the order completions prefer them: printable ASCII (space first), then the rest
+_PREFERRED = np.array(list(range(0x20, 0x7F)) + [b for b in range(256) if not 0x20 <= b < 0x7F])
+_INF = math.inf
 
 
-def shortest_completion(rec, sid: int, *, max_bytes: int = MAX_COMPLETION_BYTES,
-                        max_states: int = MAX_VISITED_STATES) -> bytes | None:
-    """The shortest bytes after which ``sid`` is accepting (None: none within the limits);
-    memoised per recognizer state."""
-    memo = getattr(rec, _MEMO_ATTR, None)
-    if memo is None:
-        memo = {}
-        try:
-            setattr(rec, _MEMO_ATTR, memo)
-        except AttributeError:          # pragma: no cover - a recognizer with __slots__
-            pass
-    key = (sid, max_bytes, max_states)
-    if key not in memo:
-        memo[key] = _search(rec, sid, max_bytes, max_states)
-    return memo[key]
+class _CompletionTables:
+    """Shortest yields of a recognizer's grammar, memoised (one per recognizer)."""
+
+    def __init__(self, rec) -> None:
+        self.rec = rec
+        self.parser = rec.parser
+        t = self.parser.tables
+        self.nt_base = t.num_terminals
+        self.rule_lhs, self.rule_rhs = t.rule_lhs, t.rule_rhs
+        self._dfa_tails: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._term_min: dict[int, bytes | None] = {}
+        self.nt_yield: dict[int, bytes] = {}
+        self._suffix: dict[tuple[int, int], bytes | None] = {}
+        self._up: dict[int, dict[int, tuple[float, tuple | None]]] = {}
+        self._node_memo: dict[int, bytes | None] = {}
+        self._state_memo: dict[int, bytes | None] = {}
+        self._knuth()
+
+    # ------------------------------------------------------------------ terminals
+    def _tails(self, lex: int) -> tuple[np.ndarray, np.ndarray]:
+        """Per DFA state: bytes to the nearest accepting state and the first byte of that path."""
+        hit = self._dfa_tails.get(lex)
+        if hit is None:
+            trans = self.rec.transitions[lex]
+            acc = np.asarray(self.rec.accepting_q[lex], bool)
+            n = trans.shape[0]
+            dist = np.full(n, -1, np.int64)
+            first = np.zeros(n, np.int64)
+            dist[acc] = 0
+            dist[DEAD_STATE] = -1
+            frontier = np.zeros(n, bool)
+            frontier[acc] = True
+            frontier[DEAD_STATE] = False
+            level = 0
+            while frontier.any():
+                level += 1
+                hits = frontier[trans]                    # [state, byte]: leads into the frontier
+                new = hits.any(axis=1) & (dist < 0)
+                new[DEAD_STATE] = False
+                dist[new] = level
+                first[new] = _PREFERRED[hits[new][:, _PREFERRED].argmax(axis=1)]
+                frontier = new
+            hit = self._dfa_tails[lex] = (dist, first)
+        return hit
+
+    def tail(self, lex: int, q: int) -> bytes | None:
+        """The shortest bytes that finish lexeme ``lex`` from DFA state ``q``."""
+        dist, first = self._tails(lex)
+        if dist[q] < 0:
+            return None
+        trans = self.rec.transitions[lex]
+        out = bytearray()
+        while dist[q] > 0:
+            b = int(first[q])
+            out.append(b)
+            q = int(trans[q, b])
+        return bytes(out)
+
+    def term_min(self, term: int) -> bytes | None:
+        hit = self._term_min.get(term, False)
+        if hit is False:
+            hit = self._term_min[term] = (self.tail(term, START) if self.rec.transitions[term] is not None
+                                          else None)
+        return hit
+
+    # ------------------------------------------------------------------ nonterminals
+    def _knuth(self) -> None:
+        """Shortest yield of every nonterminal (Knuth 1977: Dijkstra over rules)."""
+        rhs_of, base = self.rule_rhs, self.nt_base
+        pending = [0] * len(rhs_of)
+        users: dict[int, list[int]] = {}
+        heap: list[tuple[int, int, int]] = []
+        for r, rhs in enumerate(rhs_of):
+            for s in rhs:
+                if s >= base:
+                    pending[r] += 1
+                    users.setdefault(s, []).append(r)
+            if pending[r] == 0:
+                self._push_rule(heap, r)
+        while heap:
+            _, a, r = heapq.heappop(heap)
+            if a in self.nt_yield:
+                continue
+            self.nt_yield[a] = self._spell(rhs_of[r])
+            for r2 in users.get(a, ()):
+                pending[r2] -= 1
+                if pending[r2] == 0:
+                    self._push_rule(heap, r2)
+
+    def _push_rule(self, heap: list, r: int) -> None:
+        data = self._spell(self.rule_rhs[r])
+        if data is not None:
+            heapq.heappush(heap, (len(data), self.rule_lhs[r], r))
+
+    def _spell(self, symbols) -> bytes | None:
+        out = bytearray()
+        for s in symbols:
+            part = self.nt_yield.get(s) if s >= self.nt_base else self.term_min(s)
+            if part is None:
+                return None
+            out += part
+        return bytes(out)
+
+    def suffix(self, r: int, d: int) -> bytes | None:
+        """The shortest yield of rule ``r``'s symbols from position ``d`` on."""
+        key = (r, d)
+        hit = self._suffix.get(key, False)
+        if hit is False:
+            hit = self._suffix[key] = self._spell(self.rule_rhs[r][d:])
+        return hit
+
+    # ------------------------------------------------------------------ parse stacks
+    def _up_of(self, node_id: int) -> dict[int, tuple[float, tuple | None]]:
+        """For node ``o``: nonterminal A -> (bytes to finish the parse once A completes with
+        origin ``o``, the item taken: (rule, dot, next origin) or None at acceptance)."""
+        hit = self._up.get(node_id)
+        if hit is not None:
+            return hit
+        stack = [node_id]
+        while stack:                                  # origins first (they are older nodes)
+            x = stack[-1]
+            if x in self._up:
+                stack.pop()
+                continue
+            need = {o for items in self.parser.node(x).waiting.values() for _, _, o in items
+                    if o >= 0 and o != x and o not in self._up}
+            if need:
+                stack.extend(need)
+                continue
+            self._up[x] = self._local_up(x)
+            stack.pop()
+        return self._up[node_id]
+
+    def _local_up(self, x: int) -> dict[int, tuple[float, tuple | None]]:
+        node = self.parser.node(x)
+        cost: dict[int, tuple[float, tuple | None]] = {}
+        if x == self.parser.root:
+            cost[self.parser.tables.start] = (0, None)
+        changed = True
+        while changed:                                # relaxation over the node's own predictions
+            changed = False
+            for a, items in node.waiting.items():
+                best = cost.get(a, (_INF, None))[0]
+                for r, d, o in items:
+                    s = self.suffix(r, d + 1)
+                    if s is None:
+                        continue
+                    lhs = self.rule_lhs[r]
+                    nxt = x if o in (SELF, x) else o
+                    if nxt < 0:
+                        continue                      # a cut origin (abstract node): unknown
+                    up = (cost if nxt == x else self._up[nxt]).get(lhs)
+                    if up is None:
+                        continue
+                    c = len(s) + up[0]
+                    if c < best:
+                        best = c
+                        cost[a] = (c, (r, d, nxt))
+                        changed = True
+        return cost
+
+    def _finish(self, up_cost: dict, lhs: int) -> bytes:
+        """Spell the cheapest way down the stack once ``lhs`` completes (see `_up_of`)."""
+        out = bytearray()
+        while True:
+            _, via = up_cost[lhs]
+            if via is None:
+                return bytes(out)
+            r, d, nxt = via
+            out += self.suffix(r, d + 1)
+            lhs = self.rule_lhs[r]
+            up_cost = self._up_of(nxt)
+
+    def node_completion(self, node_id: int) -> bytes | None:
+        """The shortest bytes after which the parse from ``node_id`` (at a lexeme boundary) is complete."""
+        hit = self._node_memo.get(node_id, False)
+        if hit is not False:
+            return hit
+        node = self.parser.node(node_id)
+        best: tuple[float, int, int, int, int] | None = (0, -1, -1, -1, -1) if node.accepting else None
+        if best is None:
+            own = self._up_of(node_id)
+            for items in itertools.chain(node.expect.values(), node.waiting.values()):
+                for r, d, o in items:
+                    s = self.suffix(r, d)
+                    nxt = node_id if o in (SELF, node_id) else o
+                    if s is None or nxt < 0:
+                        continue
+                    up = (own if nxt == node_id else self._up_of(nxt)).get(self.rule_lhs[r])
+                    if up is None:
+                        continue
+                    c = len(s) + up[0]
+                    if best is None or c < best[0]:
+                        best = (c, r, d, nxt, 0)
+        if best is None:
+            hit = None
+        elif best[1] < 0:
+            hit = b""
+        else:
+            _, r, d, nxt, _ = best
+            hit = self.suffix(r, d) + self._finish(self._up_of(nxt), self.rule_lhs[r])
+        self._node_memo[node_id] = hit
+        return hit
+
+    def state_completion(self, sid: int) -> bytes | None:
+        """The shortest completion of recognizer state ``sid`` (memoised)."""
+        hit = self._state_memo.get(sid, False)
+        if hit is not False:
+            return hit
+        best = None
+        for node, lex, q in self.rec.configs(sid):
+            if lex == BOUNDARY:
+                head, after = b"", node
+            else:
+                head = self.tail(lex, q)
+                if head is None:
+                    continue
+                after = self.rec.after_lexeme(node, lex)
+                if after < 0:
+                    continue
+            rest = self.node_completion(after)
+            if rest is not None and (best is None or len(head) + len(rest) < len(best)):
+                best = head + rest
+        if best is not None and len(best) > MAX_COMPLETION_BYTES:
+            best = None
+        elif best is not None and not self.rec.accepting(self.rec.feed(sid, best)):   # pragma: no cover
+            best = bfs_completion(self.rec, sid)        # a bug here must not cost correctness
+        self._state_memo[sid] = best
+        return best
 
 
-def _search(rec, sid: int, max_bytes: int, max_states: int) -> bytes | None:
+def _tables(rec) -> _CompletionTables:
+    tables = getattr(rec, _TABLES_ATTR, None)
+    if tables is None:
+        tables = _CompletionTables(rec)
+        setattr(rec, _TABLES_ATTR, tables)
+    return tables
+
+
+def shortest_completion(rec, sid: int) -> bytes | None:
+    """The shortest bytes after which recognizer state ``sid`` is accepting (None: none,
+    or longer than `MAX_COMPLETION_BYTES`); memoised per state."""
+    if sid == DEAD_STATE:
+        return None
+    return _tables(rec).state_completion(sid)
+
+
+def bfs_completion(rec, sid: int, *, max_states: int = 20000) -> bytes | None:
+    """The same by breadth-first search over bytes (the slow reference; None past
+    ``max_states`` visited states)."""
     if rec.accepting(sid):
         return b""
     parent: dict[int, tuple[int, int] | None] = {sid: None}
     frontier = [sid]
-    for _ in range(max_bytes):
+    while frontier:
         nxt = []
         for s in frontier:
             for b in np.flatnonzero(rec.next_bytes(s)):
@@ -66,9 +325,103 @@ def _search(rec, sid: int, max_bytes: int, max_states: int) -> bytes | None:
                 if len(parent) > max_states:
                     return None
                 nxt.append(t)
-        if not nxt:
-            return None
         frontier = nxt
+    return None
+
+
+def checked_completion(rec, sid: int, checks, cstate, text: bytes, *,
+                       max_expansions: int = MAX_CHECKED_EXPANSIONS) -> bytes | None:
+    """The shortest bytes that complete ``text`` (at grammar state ``sid`` and check state
+    ``cstate``) so that the grammar accepts and every value check passes.
+
+    The grammar's own shortest completion is tried first; if a check refuses it, A*
+    over bytes with that completion's length as the heuristic (never more than the
+    checked answer, and consistent: one byte changes it by at most one), in rounds
+    of ``max_expansions / 4`` expansions: exhaustive (the shortest); then expanding
+    once the texts of one length that reach the same grammar state and check state
+    (e.g. every character at one position of a string; the byte kept depends on the
+    position, so strings written at different places differ: distinct keys for
+    ``minProperties``), plain and weighted (``g + 3h``, heading for the end sooner);
+    then keeping such texts apart by their last byte (distinct scalars for
+    ``uniqueItems`` or ``contains``; weighted).  Answers of the later rounds are short
+    rather than provably shortest; whatever is returned went byte by byte through
+    the checks.  None if no round finds one (memoised for the last few states).
+    Known limit: where the grammar admits a prefix that only a check at the end of
+    its value refuses (keys an ``allOf`` of ``additionalProperties: false`` forbids),
+    the search can wander inside that doomed value and give up."""
+    tables = _tables(rec)
+    first = tables.state_completion(sid)
+    if first is None:
+        return None
+    after = checks.step(cstate, text, first)
+    if after is not None and checks.accepts_end(after, text + first):
+        return first
+    key = (id(checks), sid, cstate, text, max_expansions)
+    if key in _checked_memo:
+        return _checked_memo[key]
+    found = None
+    for merge, weight in _ROUNDS:
+        found = _a_star(rec, tables, sid, checks, cstate, text, len(first), max_expansions // len(_ROUNDS),
+                        merge=merge, weight=weight)
+        if found is not None:
+            break
+    if len(_checked_memo) >= 64:
+        _checked_memo.clear()
+    _checked_memo[key] = found
+    return found
+
+
+_ROUNDS = ((None, 1), ("length", 1), ("length", GREEDY_WEIGHT), ("last byte", GREEDY_WEIGHT))
+# the decoding loop asks again for the state it probed a step before: searches are remembered
+_checked_memo: dict[tuple, bytes | None] = {}
+
+
+def _a_star(rec, tables: _CompletionTables, sid: int, checks, cstate, text: bytes, h0: int,
+            max_expansions: int, *, merge: str | None, weight: int = 1) -> bytes | None:
+    """One round of `checked_completion` (see there for ``merge`` and ``weight``).  The
+    merging rounds also take a byte that leaves both states as they are (a character
+    in a string, a digit of a fraction, a blank) at most once in a row: such runs only
+    make texts longer, and one character is enough to tell two keys apart."""
+    order = itertools.count()
+    heap = [(weight * h0, 0, next(order), sid, cstate, b"", False)]
+    closed: set = set()
+    expansions = 0
+    while heap and expansions < max_expansions:
+        _, _, _, s, cs, done, looped = heapq.heappop(heap)
+        if merge is not None:
+            key = (s, cs, len(done), done[-1:] if merge == "last byte" else b"")
+            if key in closed:
+                continue
+            closed.add(key)
+        expansions += 1
+        whole = text + done
+        if rec.accepting(s) and checks.accepts_end(cs, whole):
+            return done
+        blank = set()
+        nexts = _PREFERRED[rec.next_bytes(s)[_PREFERRED]].tolist()
+        if merge is not None and len(nexts) > 1:  # representatives differ by position: distinct keys
+            k = 1 + (len(whole) * 97) % (len(nexts) - 1)
+            nexts = nexts[:1] + nexts[k:] + nexts[1:k]
+        for b in nexts:
+            s2 = rec.byte_step(s, b)
+            if s2 == DEAD_STATE:
+                continue
+            h = tables.state_completion(s2)
+            if h is None:
+                continue
+            byte = bytes((b,))
+            cs2 = checks.step(cs, whole, byte)
+            if cs2 is None:
+                continue
+            loop = s2 == s and cs2 == cs
+            if merge is not None and loop and looped:
+                continue
+            if b in _BLANKS:                  # whitespace bytes with one future: one of them
+                if (s2, cs2) in blank:
+                    continue
+                blank.add((s2, cs2))
+            g = len(done) + 1
+            heapq.heappush(heap, (g + weight * len(h), -g, next(order), s2, cs2, done + byte, loop))
     return None
 
 
@@ -80,7 +433,7 @@ def completion_tokens(matcher, data: bytes) -> list[int] | None:
     candidates = []
     try:
         candidates.append(vocab.encode(data.decode("utf-8")))
-    except UnicodeDecodeError:
+    except (UnicodeDecodeError, VocabularyError):
         pass
     try:
         candidates.append(vocab.encode_bytes(data))
