@@ -7,8 +7,11 @@ unless ``model=`` names another: a local Hugging Face directory, or a
 sampling (jump-forward): a JSON key, the ``": "`` after it, closing brackets.
 
 `extract` never returns an invalid value: the output is parsed and validated with
-``jsonschema`` (format checking on) before it is returned, and a run that cannot
-finish (the token budget ran out) raises `GenerationError`.
+``jsonschema`` (format checking on) before it is returned.  Where the token budget
+would run out, the default sampler ends the output with the constraint's shortest
+completion instead (``finish_within_budget``: a long string may be cut short, the
+value stays valid); a run that still cannot finish (no completion fits in
+``max_tokens``) raises `GenerationError`.
 
 Example (with the default model installed):
     >>> schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
@@ -138,15 +141,27 @@ def _speculative(sampler, speculative, lm):
     return SpeculativeSampler(drafter, rule)
 
 
+def default_sampler():
+    """What `extract`, `extract_many` and `generate` decode with unless given a sampler:
+    greedy, jump-forward, and outputs ended by their shortest completion where the
+    budget would run out.
+
+    Example:
+        >>> default_sampler().finish_within_budget
+        True
+    """
+    from samplers import AncestralSampler, Greedy
+
+    return AncestralSampler(Greedy(), jump_forward=True, finish_within_budget=True)
+
+
 def _run(lm, prompt_ids: list[int], grammar, sampler, max_tokens: int, seed: int | None, progress: bool = False,
          speculative=None):
     import torch
 
-    from samplers import AncestralSampler, Greedy
-
     if speculative:
         sampler = _speculative(sampler, speculative, lm)
-    sampler = sampler or AncestralSampler(Greedy(), jump_forward=True)
+    sampler = sampler or default_sampler()
     generator = torch.Generator().manual_seed(seed) if seed is not None else None
     constraint = _compiled(grammar, lm).matcher()
     with _progress(progress, max_tokens, "generating") as bar:
@@ -198,8 +213,10 @@ def extract(schema: Any, text: str, *, model=None, instructions: str | None = No
     token bar on a terminal.  ``speculative`` (a drafter or its name, see
     `constrained.speculative.drafter_from_spec`) decodes speculatively: the same
     output for greedy, the same distribution for sampling rules, fewer forward
-    passes.  Raises `GenerationError` when the token budget runs out, never returns
-    an invalid value."""
+    passes.  Where the budget would run out the output is ended by its shortest
+    completion (`default_sampler`; not when decoding speculatively); raises
+    `GenerationError` when even that does not fit in ``max_tokens``; never returns an
+    invalid value."""
     json_schema, pydantic_class = load_schema(schema)
     lm = _language_model(model)
     grammar = extraction_grammar(json_schema, **schema_options)
@@ -226,14 +243,12 @@ def extract_many(schema: Any, texts: list[str], *, model=None, instructions: str
     import torch
     from tqdm import tqdm
 
-    from samplers import AncestralSampler, Greedy
-
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, not {batch_size}")
     json_schema, pydantic_class = load_schema(schema)
     lm = _language_model(model)
     compiled = _compiled(extraction_grammar(json_schema, **schema_options), lm)
-    sampler = sampler or AncestralSampler(Greedy(), jump_forward=True)
+    sampler = sampler or default_sampler()
     if not hasattr(sampler, "run_batch"):
         raise ValueError(f"{type(sampler).__name__} cannot decode batches (it has no run_batch)")
     generator = torch.Generator().manual_seed(seed) if seed is not None else None

@@ -48,13 +48,15 @@ class _Sequence:
         self.pending: list[int] = []
         self.logprob = 0.0
         self.forced = 0
+        self.completed = 0                      # tokens `finish_within_budget` appended
         self.result: Sample | None = None
         self.mask = None
         if self.forced_of is not None:
             self._take_forced()
 
     def _stop(self, why: str) -> None:
-        self.result = Sample(self.tokens, self.logprob, why, self.forced)
+        info = {"finished_by_completion": self.completed} if self.completed else {}
+        self.result = Sample(self.tokens, self.logprob, why, self.forced, info)
 
     def _take_forced(self) -> None:
         """Advance through the tokens the constraint forces (a value check may veto one)."""
@@ -130,6 +132,7 @@ class _Sequence:
             self.tokens.append(c)
             self.pending.append(c)
             self.forced += 1
+            self.completed += 1
         if self.constraint.is_accepting():
             self.constraint.advance(next(e for e in self.eos if self.constraint.allows(e)))
             self.forced += 1
@@ -168,7 +171,8 @@ def decode_loop(source, constraint, eos_ids: tuple[int, ...], choose: Callable, 
     be completed in the tokens left (the shortest completion, `Matcher.completion_tokens`,
     value checks included, checked at every step) is replaced by the current shortest
     completion and EOS, so a grammar matcher's output ends complete instead of
-    running out of budget (the end is then the shortest, not the model's choice).
+    running out of budget (the end is then the shortest, not the model's choice;
+    ``Sample.info["finished_by_completion"]`` counts the tokens appended so).
     It cannot help where the shortest completion is already longer than the budget
     at the start (give such constraints a larger ``max_tokens``)."""
     seq = _Sequence(constraint, sorted(set(int(t) for t in eos_ids)), max_tokens, jump_forward,
@@ -183,12 +187,12 @@ def decode_loop(source, constraint, eos_ids: tuple[int, ...], choose: Callable, 
 
 def decode_batch(source, constraints: Sequence, eos_ids: tuple[int, ...],
                  choose: Callable | Sequence[Callable], *, max_tokens: int, generator=None,
-                 jump_forward: bool = False) -> list[Sample]:
+                 jump_forward: bool = False, finish_within_budget: bool = False) -> list[Sample]:
     """Decode ``len(constraints)`` sequences at once, row ``i`` of ``source`` (a
     `constrained.models.BatchSession`: ``logits()`` is ``[rows, width]``,
     ``extend(rows)`` takes a token list per row) under ``constraints[i]``.  Each row
     decodes exactly as `decode_loop` would decode it alone (same rules, same
-    ``jump_forward``); a row that stopped is fed nothing.  ``choose`` is one chooser
+    ``jump_forward`` and ``finish_within_budget``); a row that stopped is fed nothing.  ``choose`` is one chooser
     for all rows or one per row (stateful rules).  One `Sample` per row.
 
     Example:
@@ -210,7 +214,7 @@ def decode_batch(source, constraints: Sequence, eos_ids: tuple[int, ...],
     chooses = list(choose) if not callable(choose) else [choose] * len(constraints)
     if len(chooses) != len(constraints):
         raise ValueError(f"{len(chooses)} choosers for {len(constraints)} constraints")
-    seqs = [_Sequence(c, eos, max_tokens, jump_forward) for c in constraints]
+    seqs = [_Sequence(c, eos, max_tokens, jump_forward, finish_within_budget) for c in constraints]
     while any(s.result is None for s in seqs):
         rows = [s.feed() for s in seqs]
         if any(rows):

@@ -126,11 +126,15 @@ class MinP(TokenRule):
 
 class AncestralSampler:
     """One sequence, one token at a time, with a `TokenRule` (greedy, top-k, ...);
-    ``jump_forward`` appends the tokens the constraint forces without sampling them."""
+    ``jump_forward`` appends the tokens the constraint forces without sampling them;
+    ``finish_within_budget`` ends an output that would run out of ``max_tokens`` with
+    the constraint's shortest completion (see `constrained.decoding.decode_loop`)."""
 
-    def __init__(self, rule: TokenRule | None = None, *, jump_forward: bool = False) -> None:
+    def __init__(self, rule: TokenRule | None = None, *, jump_forward: bool = False,
+                 finish_within_budget: bool = False) -> None:
         self.rule = rule or Greedy()
         self.jump_forward = jump_forward
+        self.finish_within_budget = finish_within_budget
 
     def run(self, source, constraint: Constraint, eos_ids: tuple[int, ...], *, max_tokens: int,
             generator=None) -> list[Sample]:
@@ -139,7 +143,8 @@ class AncestralSampler:
         if hasattr(self.rule, "reset"):      # stateful rules (mirostat) start fresh every run
             self.rule.reset()
         return [decode_loop(source, constraint, eos_ids, self.rule.choose, max_tokens=max_tokens,
-                            generator=generator, jump_forward=self.jump_forward)]
+                            generator=generator, jump_forward=self.jump_forward,
+                            finish_within_budget=self.finish_within_budget)]
 
     def run_batch(self, source, constraints, eos_ids: tuple[int, ...], *, max_tokens: int,
                   generator=None) -> list[Sample]:
@@ -155,4 +160,4 @@ class AncestralSampler:
             rule.reset()
         choose = [r.choose for r in rules] if rules is not None else self.rule.choose
         return decode_batch(source, constraints, eos_ids, choose, max_tokens=max_tokens, generator=generator,
-                            jump_forward=self.jump_forward)
+                            jump_forward=self.jump_forward, finish_within_budget=self.finish_within_budget)

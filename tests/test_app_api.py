@@ -43,6 +43,20 @@ def test_extract_returns_a_valid_value_or_a_typed_error(schema, text) -> None:
     jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker()).validate(value)
 
 
+def test_extract_ends_a_long_value_inside_the_budget() -> None:
+    """The default sampler ends the output with its shortest completion where the budget
+    would run out (a valid value, the string cut short); without it the same run fails."""
+    from samplers import AncestralSampler, Greedy
+
+    schema = {"type": "object", "properties": {"story": {"type": "string"}, "moral": {"type": "string"}},
+              "required": ["story", "moral"]}
+    text = "Tell a long story about a lighthouse keeper, then its moral."
+    value = extract(schema, text, max_tokens=24)
+    jsonschema.Draft202012Validator(schema).validate(value)
+    with pytest.raises(GenerationError, match="max_tokens=24"):
+        extract(schema, text, max_tokens=24, sampler=AncestralSampler(Greedy(), jump_forward=True))
+
+
 def test_extract_budget_runs_out_with_a_typed_error() -> None:
     schema = {"type": "object", "properties": {"story": {"type": "string", "minLength": 200}}, "required": ["story"]}
     with pytest.raises(GenerationError, match="max_tokens=8"):
