@@ -3,7 +3,10 @@
 For each schema of a MaskBench or JSONSchemaBench file (`constrained.bench.datasets`)
 the model is asked for an instance the benchmark's way — the schema in the system
 prompt ("You need to generate a JSON object that matches the schema below."), the
-chat template for instruct models — and generates greedily, both modes with the
+chat template for instruct models; a schema whose prompt would pass
+``--max-prompt-tokens`` (4,096 by default, half the default model's context) is
+cut to fit and marked "(schema truncated)", recorded as ``prompt_truncated`` —
+and generates greedily, both modes with the
 same budget: ``--max-tokens``, raised for a schema whose shortest instance needs
 more (to that plus `BUDGET_SLACK`; recorded as ``max_tokens``):
 
@@ -61,12 +64,35 @@ OUTCOMES = ("valid", "invalid", "no_json", "budget", "dead_end", "compile_error"
 SCHEMA_OPTIONS = {"whitespace": "compact", "fixed_strings": "canonical", "additional_properties": "declared"}
 OUTPUT_CHARS = 2000
 BUDGET_SLACK = 32       # tokens beyond a schema's shortest instance when that exceeds --max-tokens
+MAX_PROMPT_TOKENS = 4096  # half of SmolLM2's 8,192-token context: room for the output, bounded prefill
 
 
-def prompt_messages(schema: Any) -> list[dict]:
-    """The benchmark's prompt: instructions and the schema as the system message."""
-    return [{"role": "system", "content": f"{SYSTEM_PROMPT}\n{json.dumps(schema)}"},
+def prompt_messages(schema: Any, *, schema_chars: int | None = None) -> list[dict]:
+    """The benchmark's prompt: instructions and the schema as the system message (its JSON
+    text cut to ``schema_chars`` characters and marked so when given)."""
+    text = json.dumps(schema)
+    if schema_chars is not None and schema_chars < len(text):
+        text = text[:schema_chars] + " ... (schema truncated)"
+    return [{"role": "system", "content": f"{SYSTEM_PROMPT}\n{text}"},
             {"role": "user", "content": "Generate a JSON value that matches the schema."}]
+
+
+def prompt_for(lm, schema: Any, max_prompt_tokens: int | None) -> tuple[list[int], bool]:
+    """The prompt's token ids, the schema text cut (binary search on its length) until the
+    prompt fits in ``max_prompt_tokens``; and whether it was cut."""
+    ids = lm.prompt_ids(prompt_messages(schema))
+    if max_prompt_tokens is None or len(ids) <= max_prompt_tokens:
+        return ids, False
+    lo, hi = 0, len(json.dumps(schema))
+    best = lm.prompt_ids(prompt_messages(schema, schema_chars=0))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        cand = lm.prompt_ids(prompt_messages(schema, schema_chars=mid))
+        if len(cand) <= max_prompt_tokens:
+            lo, best = mid, cand
+        else:
+            hi = mid - 1
+    return best, True
 
 
 def first_json_value(text: str) -> tuple[bool, Any]:
@@ -145,7 +171,8 @@ def token_budget(lm, schema: Any, max_tokens: int, compile_timeout: float) -> in
         return max_tokens
 
 
-def run_one(lm, record: dict, mode: str, *, max_tokens: int, compile_timeout: float, speculative=None) -> dict:
+def run_one(lm, record: dict, mode: str, *, max_tokens: int, compile_timeout: float, speculative=None,
+            max_prompt_tokens: int | None = MAX_PROMPT_TOKENS) -> dict:
     """One schema in one mode (see the module docstring); returns its result record."""
     from constrained import Grammar, compile_grammar
     from constrained.decoding import decode_loop
@@ -178,7 +205,8 @@ def run_one(lm, record: dict, mode: str, *, max_tokens: int, compile_timeout: fl
         out["gct_s"] = time.perf_counter() - t0
         out["compiled"] = True
         max_tokens = _budget_for(constraint, max_tokens)
-    prompt = lm.prompt_ids(prompt_messages(schema))
+    prompt, cut = prompt_for(lm, schema, max_prompt_tokens)
+    out.update(prompt_tokens=len(prompt), prompt_truncated=cut)
     t0 = time.perf_counter()
     session = lm.session(prompt)
     first = {"t": None}
@@ -233,7 +261,7 @@ def _worker_run(job) -> dict:
 
         speculative = drafter_from_spec(options["speculative"], _LM)
     return run_one(_LM, record, mode, max_tokens=options["max_tokens"], compile_timeout=options["compile_timeout"],
-                   speculative=speculative)
+                   speculative=speculative, max_prompt_tokens=options.get("max_prompt_tokens", MAX_PROMPT_TOKENS))
 
 
 def read_results(path: Path) -> dict[tuple[str, str], dict]:
@@ -260,12 +288,14 @@ def round_robin_by_split(records: Sequence[dict]) -> list[dict]:
 
 
 def run(records: Sequence[dict], results_path: Path, *, model: str, modes: Sequence[str], max_tokens: int,
-        compile_timeout: float, workers: int = 1, speculative: str | None = None, progress: bool = True) -> None:
+        compile_timeout: float, workers: int = 1, speculative: str | None = None, progress: bool = True,
+        max_prompt_tokens: int | None = MAX_PROMPT_TOKENS) -> None:
     """Run every (record, mode) not yet in ``results_path``, appending one line each."""
     from tqdm import tqdm
 
     done = read_results(results_path)
-    jobs = [(r, m, {"max_tokens": max_tokens, "compile_timeout": compile_timeout, "speculative": speculative})
+    jobs = [(r, m, {"max_tokens": max_tokens, "compile_timeout": compile_timeout, "speculative": speculative,
+                    "max_prompt_tokens": max_prompt_tokens})
             for r in round_robin_by_split(records) for m in modes if (str(r["id"]), m) not in done]
     if not jobs:
         return
@@ -403,6 +433,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--unconstrained", action="store_true", help="also generate without the constraint")
     ap.add_argument("--speculative", default=None, metavar="DRAFTER", help="constrained runs decode speculatively")
     ap.add_argument("--max-tokens", type=int, default=256)
+    ap.add_argument("--max-prompt-tokens", type=int, default=MAX_PROMPT_TOKENS,
+                    help="cut the schema in the prompt to fit (0: never)")
     ap.add_argument("--compile-timeout", type=float, default=60.0, help="seconds per schema compile (0: none)")
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--out", default=str(DEFAULT_RESULTS))
@@ -427,10 +459,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.summarize_only:
         run(records, results_path, model=args.model, modes=modes, max_tokens=args.max_tokens,
             compile_timeout=args.compile_timeout, workers=args.workers, speculative=args.speculative,
-            progress=sys.stderr.isatty())
+            progress=sys.stderr.isatty(), max_prompt_tokens=args.max_prompt_tokens or None)
     done = read_results(results_path)
     chosen = [done[(str(r["id"]), m)] for r in records for m in modes if (str(r["id"]), m) in done]
-    meta = {"model": args.model, "max_tokens": args.max_tokens, "data": os.path.abspath(args.data),
+    meta = {"model": args.model, "max_tokens": args.max_tokens, "max_prompt_tokens": args.max_prompt_tokens, "data": os.path.abspath(args.data),
             "date": time.strftime("%Y-%m-%d"), "schemas": len(records), "speculative": args.speculative,
             "schema_options": SCHEMA_OPTIONS}
     summary = summarize(chosen)
