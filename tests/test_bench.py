@@ -66,6 +66,19 @@ def test_summary_counts_coverage_and_compliance() -> None:
     assert s["all"]["unconstrained"]["coverage"] == 0.0 and s["all"]["unconstrained"]["compiled"] == 1
 
 
+def test_long_schemas_are_cut_to_fit_the_prompt() -> None:
+    from constrained.bench.jsonschemabench import prompt_for
+    from constrained.models import LanguageModel
+
+    lm = LanguageModel.tiny()
+    big = {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(200)}}
+    ids, cut = prompt_for(lm, big, 300)
+    assert cut and len(ids) <= 300 and len(ids) >= 280 and b"(schema truncated)" in bytes(ids)
+    small, cut = prompt_for(lm, {"type": "integer"}, 300)
+    assert not cut and b'{"type": "integer"}' in bytes(small)
+    assert prompt_for(lm, big, None)[1] is False
+
+
 def test_jobs_take_the_splits_in_turn() -> None:
     recs = [{"id": i, "split": s} for i, s in enumerate("AAABBC")]
     assert [r["id"] for r in round_robin_by_split(recs)] == [0, 3, 5, 1, 4, 2]
