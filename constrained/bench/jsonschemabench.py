@@ -347,7 +347,10 @@ def summarize(records: Sequence[dict]) -> dict:
             "gct_ms": {k: (v * 1e3 if v is not None else None) for k, v in _pcts(r.get("gct_s") for r in rs).items()},
             "tpot_ms": {k: (v * 1e3 if v is not None else None) for k, v in _pcts(r.get("tpot_s") for r in rs).items()},
             "ttft_ms": {k: (v * 1e3 if v is not None else None) for k, v in _pcts(r.get("ttft_s") for r in rs).items()},
-            "mean_tokens": float(np.mean([r.get("tokens") or 0 for r in rs])) if rs else 0.0}
+            "mean_tokens": float(np.mean([r.get("tokens") or 0 for r in rs])) if rs else 0.0,
+            "prompt_truncated": sum(bool(r.get("prompt_truncated")) for r in rs),
+            "budgets": {str(b): sum(r.get("max_tokens") == b for r in rs)
+                        for b in sorted({r["max_tokens"] for r in rs if r.get("max_tokens")})}}
     return out
 
 
@@ -378,6 +381,14 @@ def markdown(summary: dict, meta: dict) -> str:
         lines.append(f"| {m} | {_f(v['gct_ms']['p50'])} / {_f(v['gct_ms']['p90'])} / {_f(v['gct_ms']['p99'])} | "
                      f"{_f(v['ttft_ms']['p50'], 0)} | {_f(v['tpot_ms']['p50'])} / {_f(v['tpot_ms']['p90'])} | "
                      f"{v['mean_tokens']:.1f} | {outcomes} |")
+    v = next(iter(summary["all"].values()), None) if "all" in summary else None
+    if v is not None:
+        base = meta.get("max_tokens")
+        raised = {int(b): c for b, c in v["budgets"].items() if base is not None and int(b) > base}
+        lines += ["", f"Prompts cut to fit {meta.get('max_prompt_tokens')} tokens: {v['prompt_truncated']} of "
+                      f"{v['schemas']} schemas.  Budgets raised above {base} tokens (the schema's shortest instance "
+                      f"needs more): {sum(raised.values())} schemas" + (f", up to {max(raised)}" if raised else "")
+                      + "."]
     return "\n".join(lines) + "\n"
 
 
