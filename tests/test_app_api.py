@@ -222,4 +222,4 @@ def test_extract_on_twenty_varied_schemas_and_through_generate() -> None:
             value = json.loads(b"".join(lm.vocab.token_bytes[t] for t in body))
             checker(schema, format_checker=checker.FORMAT_CHECKER).validate(value)
     print(f"extract: {valid} valid, {errors} typed errors of {len(schemas)} schemas")
-    assert valid >= len(schemas) // 2
+    assert valid >= len(schemas) - 2          # outputs end inside the budget (measured: 22 of 23)

@@ -343,7 +343,9 @@ def checked_completion(rec, sid: int, checks, cstate, text: bytes, *,
     position, so strings written at different places differ: distinct keys for
     ``minProperties``), plain and weighted (``g + 3h``, heading for the end sooner);
     then keeping such texts apart by their last byte (distinct scalars for
-    ``uniqueItems`` or ``contains``; weighted).  Answers of the later rounds are short
+    ``uniqueItems`` or ``contains``; weighted); the merging rounds write ASCII where
+    it is allowed (a string's content then has ~95 choices, not ~220 with UTF-8
+    lead bytes).  Answers of the later rounds are short
     rather than provably shortest; whatever is returned went byte by byte through
     the checks.  None if no round finds one (memoised for the last few states).
     Known limit: where the grammar admits a prefix that only a check at the end of
@@ -399,9 +401,12 @@ def _a_star(rec, tables: _CompletionTables, sid: int, checks, cstate, text: byte
             return done
         blank = set()
         nexts = _PREFERRED[rec.next_bytes(s)[_PREFERRED]].tolist()
-        if merge is not None and len(nexts) > 1:  # representatives differ by position: distinct keys
-            k = 1 + (len(whole) * 97) % (len(nexts) - 1)
-            nexts = nexts[:1] + nexts[k:] + nexts[1:k]
+        if merge is not None:
+            ascii_only = [b for b in nexts if b < 0x80]
+            nexts = ascii_only or nexts           # multi-byte characters only where nothing else goes
+            if len(nexts) > 1:                    # representatives differ by position: distinct keys
+                k = 1 + (len(whole) * 97) % (len(nexts) - 1)
+                nexts = nexts[:1] + nexts[k:] + nexts[1:k]
         for b in nexts:
             s2 = rec.byte_step(s, b)
             if s2 == DEAD_STATE:
