@@ -198,22 +198,22 @@ class _CompletionTables:
             for a, items in node.waiting.items():
                 best = cost.get(a, (_INF, None))[0]
                 for r, d, o in items:
-                    s = self.suffix(r, d + 1)
-                    if s is None:
-                        continue
-                    lhs = self.rule_lhs[r]
-                    nxt = x if o in (SELF, x) else o
-                    if nxt < 0:
-                        continue                      # a cut origin (abstract node): unknown
-                    up = (cost if nxt == x else self._up[nxt]).get(lhs)
-                    if up is None:
-                        continue
-                    c = len(s) + up[0]
-                    if c < best:
+                    c, nxt = self._through(x, cost, r, d + 1, o)
+                    if c is not None and c < best:
                         best = c
                         cost[a] = (c, (r, d, nxt))
                         changed = True
         return cost
+
+    def _through(self, x: int, own: dict, r: int, start: int, o: int) -> tuple[float | None, int]:
+        """Bytes to finish through item ``(r, ·, o)`` of node ``x``: rule ``r``'s symbols from
+        ``start`` on, then the stack below its origin (``own``: ``x``'s table); None if impossible."""
+        rest = self.suffix(r, start)
+        nxt = x if o in (SELF, x) else o
+        if rest is None or nxt < 0:                   # nxt < 0: a cut origin (abstract node)
+            return None, nxt
+        up = (own if nxt == x else self._up_of(nxt)).get(self.rule_lhs[r])
+        return (None if up is None else len(rest) + up[0]), nxt
 
     def _finish(self, up_cost: dict, lhs: int) -> bytes:
         """Spell the cheapest way down the stack once ``lhs`` completes (see `_up_of`)."""
@@ -233,28 +233,17 @@ class _CompletionTables:
         if hit is not False:
             return hit
         node = self.parser.node(node_id)
-        best: tuple[float, int, int, int, int] | None = (0, -1, -1, -1, -1) if node.accepting else None
-        if best is None:
-            own = self._up_of(node_id)
-            for items in itertools.chain(node.expect.values(), node.waiting.values()):
-                for r, d, o in items:
-                    s = self.suffix(r, d)
-                    nxt = node_id if o in (SELF, node_id) else o
-                    if s is None or nxt < 0:
-                        continue
-                    up = (own if nxt == node_id else self._up_of(nxt)).get(self.rule_lhs[r])
-                    if up is None:
-                        continue
-                    c = len(s) + up[0]
-                    if best is None or c < best[0]:
-                        best = (c, r, d, nxt, 0)
-        if best is None:
-            hit = None
-        elif best[1] < 0:
+        if node.accepting:
             hit = b""
         else:
-            _, r, d, nxt, _ = best
-            hit = self.suffix(r, d) + self._finish(self._up_of(nxt), self.rule_lhs[r])
+            own, best = self._up_of(node_id), None
+            for items in itertools.chain(node.expect.values(), node.waiting.values()):
+                for r, d, o in items:
+                    c, nxt = self._through(node_id, own, r, d, o)
+                    if c is not None and (best is None or c < best[0]):
+                        best = (c, r, d, nxt)
+            hit = None if best is None else (self.suffix(best[1], best[2])
+                                             + self._finish(self._up_of(best[3]), self.rule_lhs[best[1]]))
         self._node_memo[node_id] = hit
         return hit
 
