@@ -150,7 +150,7 @@ def _completes_within(matcher, room: int) -> bool:
         return False
     if len(data) <= room:
         return True
-    tokens = matcher.completion_tokens()
+    tokens = matcher.completion_tokens(data)      # not searched again
     return tokens is not None and len(tokens) <= room
 
 

@@ -156,11 +156,12 @@ class Matcher:
             return None
         return shortest_completion(self._rec, self._history[-1])
 
-    def completion_tokens(self) -> list[int] | None:
-        """Tokens spelling `shortest_completion` that this matcher accepts in turn."""
+    def completion_tokens(self, data: bytes | None = None) -> list[int] | None:
+        """Tokens spelling ``data`` (by default `shortest_completion`) that this matcher
+        accepts in turn."""
         from constrained.engine.completion import completion_tokens
 
-        data = self.shortest_completion()
+        data = self.shortest_completion() if data is None else data
         return None if data is None else completion_tokens(self, data)
 
     def forced_tokens(self) -> list[int]:
