@@ -1,13 +1,18 @@
-"""Token tables: the fast prefix scan (states reading many bytes) equals the reference scan."""
+"""Token tables read off the vocabulary trie equal a per-token reference scan."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-import constrained.engine.token_tables as token_tables
 from constrained.automata.byte_dfa import compile_regex
+from constrained.engine.token_scan import scan_tokens
 from constrained.engine.token_tables import TokenTables
+from constrained.engine.token_trie import VocabTrie
+from constrained.masks import pack_mask
+from constrained.vocabulary import TokenVocabulary
 
 REGEXES = [
     r'"(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*"',
@@ -15,18 +20,57 @@ REGEXES = [
     r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?",
     r"[ \t\n\r]{1,48}",
     r'"[a-z0-9_]{0,12}"|true|false',
+    r'"[a-f0-9]{32}"',
+    r'"name"|"nam"',
     r"[\s\S]{0,3}x",
 ]
 
 
-@pytest.mark.parametrize("regex", REGEXES)
-def test_prefix_scan_tables_equal_reference_tables(regex, llama3_vocab, monkeypatch) -> None:
+def reference_table(vocab: TokenVocabulary, dfa, q: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every text token scanned on its own from byte 0 (`scan_tokens`), in the table's layout."""
+    toks = np.flatnonzero(vocab.lengths > 0).astype(np.int64)
+    live_end, si, sp = scan_tokens(dfa, q, toks, np.zeros(len(toks), np.int64), vocab.byte_matrix, vocab.lengths)
+    inside = np.zeros(len(vocab), bool)
+    inside[toks[live_end]] = True
+    keep = ~live_end[si]
+    ct, cp = toks[si[keep]], sp[keep]
+    order = np.lexsort((ct, cp))
+    return pack_mask(inside).view(np.uint8), ct[order].astype(np.int32), cp[order].astype(np.int32)
+
+
+def assert_tables_equal(vocab: TokenVocabulary, regex: str) -> None:
     dfa = compile_regex(regex)
-    fast, slow = TokenTables(llama3_vocab, None), TokenTables(llama3_vocab, None)
+    tables = TokenTables(vocab, None)
     for q in range(1, dfa.num_states):
-        monkeypatch.setattr(token_tables, "SHARE_MIN_LIVE_BYTES", 0)      # every state: prefix scan
-        a = fast._compute(dfa, q)
-        monkeypatch.setattr(token_tables, "SHARE_MIN_LIVE_BYTES", 257)    # every state: reference scan
-        b = slow._compute(dfa, q)
-        assert np.array_equal(a.inside, b.inside), (regex, q)
-        assert np.array_equal(a.cross_toks, b.cross_toks) and np.array_equal(a.cross_pos, b.cross_pos), (regex, q)
+        got = tables._compute(dfa, q)
+        inside, ct, cp = reference_table(vocab, dfa, q)
+        assert np.array_equal(got.inside, inside), (regex, q)
+        assert np.array_equal(got.cross_toks, ct) and np.array_equal(got.cross_pos, cp), (regex, q)
+
+
+@pytest.mark.parametrize("regex", REGEXES)
+def test_trie_tables_equal_reference_on_llama3(regex, llama3_vocab) -> None:
+    assert_tables_equal(llama3_vocab, regex)
+
+
+def test_trie_tables_with_repeated_spellings() -> None:
+    # SentencePiece-style vocabularies spell some ids alike (byte fallback and the byte itself)
+    vocab = TokenVocabulary.from_token_bytes([b"a", b"ab", b"a", b"abc", b"ab", b"b", b"\"", b"\"a\"", b""],
+                                             eos_ids=[8])
+    for regex in ('"a*"', "ab?", "a|abc", "[ab]+"):
+        assert_tables_equal(vocab, regex)
+
+
+@settings(max_examples=60, deadline=None)
+@given(tokens=st.lists(st.binary(min_size=1, max_size=6).map(lambda b: bytes(c % 4 + 97 for c in b)),
+                       min_size=1, max_size=40),
+       regex=st.sampled_from(["a*", "(ab)+c?", "[a-c]{2,4}", "a|b|abd", "d*a[bc]*", "(a|b)*d"]))
+def test_trie_tables_equal_reference_on_random_vocabularies(tokens, regex) -> None:
+    assert_tables_equal(TokenVocabulary.from_token_bytes(tokens + [b""], eos_ids=[len(tokens)]), regex)
+
+
+def test_trie_shape() -> None:
+    trie = VocabTrie([b"ab", b"a", b"b", b"abc", b""])
+    assert trie.num_nodes == 4                       # a, ab, abc, b
+    assert [lv.byte.tolist() for lv in trie.levels] == [[97, 98], [98], [99]]
+    assert trie.order.tolist() == [1, 0, 3, 2]       # by bytes: a, ab, abc, b

@@ -11,7 +11,8 @@ For a lexer in state ``q`` of a terminal's DFA, every token is one of
 
 Tables depend only on (vocabulary, DFA), not on the grammar, so every grammar
 over a vocabulary shares them (all JSON grammars share the string/number tables).
-They are computed with `scan_tokens` (numpy over all tokens at once) and stored
+They are read off the vocabulary's byte trie (`constrained.engine.token_trie`:
+numpy level by level, only where the DFA is live) and stored
 under ``$CONSTRAINED_CACHE_DIR`` (default ``~/.cache/constrained``) per
 vocabulary hash, so a second process loads instead of recomputing.
 """
@@ -28,7 +29,7 @@ import numpy as np
 
 from constrained.automata.byte_dfa import ByteDFA
 from constrained.engine.crossing import CrossingSet, CrossingSets
-from constrained.engine.token_scan import scan_from_state, scan_tokens
+from constrained.engine.token_trie import VocabTrie
 from constrained.masks import pack_mask
 
 TABLE_FORMAT = 1
@@ -64,18 +65,8 @@ class TokenTables:
         self.lengths = vocab.lengths
         self.size = len(vocab)
         self.nbytes = ((self.size + 31) // 32) * 4
-        self.text_tokens = np.nonzero(self.lengths > 0)[0].astype(np.int64)
-        # text tokens grouped by first byte: a state only scans tokens whose first byte it can read
-        first = self.byte_matrix[self.text_tokens, 0] if len(self.text_tokens) else np.zeros(0, np.uint8)
-        order = np.argsort(first, kind="stable")
-        self._by_first = self.text_tokens[order]
-        self._first_bounds = np.searchsorted(first[order], np.arange(257))
-        # text tokens longest first, for `scan_from_state` (states that read many bytes)
-        by_length = np.argsort(-self.lengths[self.text_tokens], kind="stable")
-        self._by_length = self.text_tokens[by_length]
-        self._by_length_lens = self.lengths[self._by_length].astype(np.int64)
-        self._by_length_first = first[by_length]
-        self._flat_bytes = np.ascontiguousarray(self.byte_matrix).reshape(-1)
+        self._trie: VocabTrie | None = None
+        self._trie_lock = threading.Lock()
         self.cache_dir = None if cache_dir is None else Path(cache_dir) / "tables" / vocab.content_hash()[:24]
         self._tables: dict[str, dict[int, StateTokenTable]] = {}
         self._by_residual: dict[str, StateTokenTable] = {}
@@ -150,28 +141,22 @@ class TokenTables:
             self._tables[dfa.digest] = per
             return per
 
+    @property
+    def trie(self) -> VocabTrie:
+        """The vocabulary's byte trie (built on first use)."""
+        if self._trie is None:
+            with self._trie_lock:
+                if self._trie is None:
+                    self._trie = VocabTrie(self.vocab.token_bytes)
+        return self._trie
+
     def _compute(self, dfa: ByteDFA, state: int) -> StateTokenTable:
-        live_bytes = dfa.transitions[state] != 0
-        live = np.flatnonzero(live_bytes)
-        inside_bits = np.zeros(self.size, dtype=bool)
-        if live.size >= SHARE_MIN_LIVE_BYTES:      # many tokens: the prefix scan, longest first
-            pick = live_bytes[self._by_length_first]
-            toks = self._by_length[pick]
-            live_end, si, sp = scan_from_state(dfa, state, toks, self._by_length_lens[pick], self._flat_bytes,
-                                               self.byte_matrix.shape[1])
-        else:   # a token whose first byte is dead here is neither inside nor crossing
-            b = self._first_bounds
-            toks = np.sort(np.concatenate([self._by_first[b[x]:b[x + 1]] for x in live])) if live.size \
-                else self.text_tokens[:0]
-            live_end, si, sp = scan_tokens(dfa, state, toks, np.zeros(len(toks), np.int64),
-                                           self.byte_matrix, self.lengths)
-        inside_bits[toks[live_end]] = True
-        keep = ~live_end[si]
-        cross_toks = toks[si[keep]]
-        cross_pos = sp[keep]
-        order = np.lexsort((cross_toks, cross_pos))     # by (position, token): one canonical order
-        cross_toks = cross_toks[order].astype(np.int32)
-        cross_pos = cross_pos[order].astype(np.int32)
+        inside_bits, split_toks, split_pos = self.trie.scan(dfa, state)
+        keep = ~inside_bits[split_toks]
+        # one canonical order, by (position, token)
+        key = np.sort(split_pos[keep] * self.size + split_toks[keep])
+        cross_pos = (key // self.size).astype(np.int32)
+        cross_toks = (key % self.size).astype(np.int32)
         inside = pack_mask(inside_bits).view(np.uint8)
         for a in (inside, cross_toks, cross_pos):
             a.setflags(write=False)
