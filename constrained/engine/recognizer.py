@@ -41,6 +41,7 @@ Config = tuple[int, int, int]
 DEFAULT_MASK_MEMORY = 512 << 20  # bytes of memoised masks before the mask memos are dropped
 CONTEXT_DEPTH = 2  # parse-stack levels an abstract node keeps (see Recognizer._cfg_mask)
 _NEEDS_REAL_NODE = object()  # see Recognizer._on_stack_top
+_NEEDS_CONTEXT = object()    # memo entry: this computation on an abstract node needs a real one
 
 
 class Recognizer:
@@ -242,19 +243,26 @@ class Recognizer:
         """
         key = (node, cset.uid)
         if key in self._crossing_memo:
-            return self._crossing_memo[key]
+            out = self._crossing_memo[key]
+            if out is _NEEDS_CONTEXT:
+                raise NeedsContext
+            return out
         out = self._on_stack_top(node, lambda top: self.crossing_bits(top, cset))
         if out is _NEEDS_REAL_NODE:
             out = None
             parts = []
-            for lx in self.start_lexemes(node):
-                live, child = cset.scan(self.dfas[lx])
-                if live is not None:
-                    parts.append(live)
-                if child is not None:
-                    sub = self.crossing_bits(self.after_lexeme(node, lx), child)
-                    if sub is not None:
-                        parts.append(sub)
+            try:
+                for lx in self.start_lexemes(node):
+                    live, child = cset.scan(self.dfas[lx])
+                    if live is not None:
+                        parts.append(live)
+                    if child is not None:
+                        sub = self.crossing_bits(self.after_lexeme(node, lx), child)
+                        if sub is not None:
+                            parts.append(sub)
+            except NeedsContext:     # only on an abstract node: remembered, so no other walk redoes it
+                self._crossing_memo[key] = _NEEDS_CONTEXT
+                raise
             if len(parts) == 1:
                 out = parts[0]
             elif parts:
@@ -273,11 +281,17 @@ class Recognizer:
         """
         hit = self._cfg_mask_memo.get(cfg)
         if hit is not None:
+            if hit is _NEEDS_CONTEXT:
+                raise NeedsContext
             return hit
         node, lex, q = cfg
         out = self._on_stack_top(node, lambda top: self._cfg_mask((top, lex, q)))
         if out is _NEEDS_REAL_NODE:
-            out = self._cfg_mask_exact(node, lex, q)
+            try:
+                out = self._cfg_mask_exact(node, lex, q)
+            except NeedsContext:     # only on an abstract node: remembered, so no other walk redoes it
+                self._cfg_mask_memo[cfg] = _NEEDS_CONTEXT
+                raise
             self._account(out.nbytes)
         self._cfg_mask_memo[cfg] = out
         return out
