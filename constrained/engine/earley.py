@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from itertools import chain
 
 from constrained.errors import EmptyLanguageError
 from constrained.grammar.ir import Grammar
@@ -179,7 +180,7 @@ class EarleyParser:
             result = self._by_kernel.get(kernel)
             if result is None:
                 try:
-                    result = self._intern(kernel, list(kernel))
+                    result = self._intern(kernel, kernel)
                 except NeedsContext:
                     self._scan_memo[key] = CUT
                     raise
@@ -207,7 +208,7 @@ class EarleyParser:
             hit = self._by_kernel.get(kernel)
             if hit is None:
                 try:
-                    hit = self._intern(kernel, list(kernel))
+                    hit = self._intern(kernel, kernel)
                 except NeedsContext:
                     hit = node_id
             self._abstract_memo[key] = hit
@@ -235,7 +236,7 @@ class EarleyParser:
         kernel = frozenset().union(*(self._nodes[n].kernel for n in key))
         result = self._by_kernel.get(kernel)
         if result is None:
-            result = self._intern(kernel, list(kernel))
+            result = self._intern(kernel, kernel)
         self._union_memo[key] = result
         return result
 
@@ -252,8 +253,8 @@ class EarleyParser:
             # set, e.g. the ends of every member's value in an object, and every memo
             # keyed by the node (masks, crossing walks) is shared.  The root is excluded:
             # completing the start symbol accepts only with the root as origin.
-            future = (frozenset(i for v in node.expect.values() for i in v),
-                      frozenset(i for v in node.waiting.values() for i in v), node.accepting, node.abstract)
+            future = (frozenset(chain.from_iterable(node.expect.values())),
+                      frozenset(chain.from_iterable(node.waiting.values())), node.accepting, node.abstract)
             same = self._by_future.get(future) if node_id else None
             if same is not None:
                 self._by_kernel[key] = same
@@ -299,7 +300,8 @@ class EarleyParser:
                         waiting.setdefault(z, []).append((r, d, SELF))
                         if z not in t.nullable:
                             break
-                self._own[y] = (expect, waiting, completes)
+                self._own[y] = ({k: tuple(v) for k, v in expect.items()},
+                                {k: tuple(v) for k, v in waiting.items()}, completes)
             for z in self._own[y][1]:
                 if z not in seen:
                     seen.add(z)
@@ -311,6 +313,8 @@ class EarleyParser:
         t = self.tables
         expect: dict[int, list] = {}
         waiting: dict[int, list] = {}
+        parts_e: list[dict] = []
+        parts_w: list[dict] = []
         predicts: set[int] = set()
         agenda = []
         for item in kernel_items:
@@ -318,7 +322,7 @@ class EarleyParser:
                 predicts.add(t.rule_lhs[item[0]])
             else:
                 agenda.append(item)
-        accepting = self._advance_items(agenda, expect, waiting, predicts, None, set(), 0)
+        accepting = self._advance_items(agenda, expect, waiting, parts_e, parts_w, predicts, None, set(), 0)
         # predicted items (origin SELF) are merged per nonterminal, not derived item by item
         predicted: set[int] = set()
         for x in predicts:
@@ -327,23 +331,25 @@ class EarleyParser:
                     continue
                 predicted.add(y)
                 own_expect, own_waiting, completes = self._own[y]
-                _merge(expect, own_expect)
-                _merge(waiting, own_waiting)
+                parts_e.append(own_expect)
+                parts_w.append(own_waiting)
                 if completes and node_id == 0:
                     accepting = True
         abstract = any(o == CUT or (o >= 0 and self._nodes[o].abstract) for _, _, o in kernel_items)
-        return ParserNode(node_id, frozenset(kernel_items), {k: tuple(v) for k, v in expect.items()},
-                          {k: tuple(v) for k, v in waiting.items()}, accepting, abstract)
+        kernel = kernel_items if isinstance(kernel_items, frozenset) else frozenset(kernel_items)
+        return ParserNode(node_id, kernel, _union(expect, parts_e), _union(waiting, parts_w), accepting, abstract)
 
-    def _advance_items(self, agenda: list, expect: dict, waiting: dict, predicts: set,
-                       inline_origin: int | None, inline_done: set, depth: int) -> bool:
-        """Close ``agenda`` (items with real or cut origins) into ``expect``/``waiting``,
-        collecting the nonterminals to predict; True if the start symbol completes at
-        the root.  Completing ``lhs`` back into an origin ``o`` merges the memoised
-        `_completion` of ``(o, lhs)``, the same for every set that completes it (e.g.
-        the ends of all members of an object advance the same list items), except
-        into ``inline_origin`` (the completion being computed) and past
-        `MAX_COMPLETION_DEPTH` nested completions (right recursion), done in place."""
+    def _advance_items(self, agenda: list, expect: dict, waiting: dict, parts_e: list, parts_w: list,
+                       predicts: set, inline_origin: int | None, inline_done: set, depth: int) -> bool:
+        """Close ``agenda`` (items with real or cut origins) into ``expect``/``waiting``
+        (items found here, in lists) and ``parts_e``/``parts_w`` (memoised dicts to be
+        unioned with them, borrowed: never modified), collecting the nonterminals to
+        predict; True if the start symbol completes at the root.  Completing ``lhs``
+        back into an origin ``o`` borrows the memoised `_completion` of ``(o, lhs)``,
+        the same for every set that completes it (e.g. the ends of all members of an
+        object advance the same list items), except into ``inline_origin`` (the
+        completion being computed) and past `MAX_COMPLETION_DEPTH` nested completions
+        (right recursion), done in place."""
         t = self.tables
         nt_base = t.num_terminals
         rule_rhs, rule_lhs, nullable = t.rule_rhs, t.rule_lhs, t.nullable
@@ -371,8 +377,10 @@ class EarleyParser:
                 elif (o, lhs) not in merged:
                     merged.add((o, lhs))
                     c_expect, c_waiting, c_predicts, c_accepting = self._completion(o, lhs, depth + 1)
-                    _merge(expect, c_expect)
-                    _merge(waiting, c_waiting)
+                    if c_expect:
+                        parts_e.append(c_expect)
+                    if c_waiting:
+                        parts_w.append(c_waiting)
                     predicts |= c_predicts
                     accepting |= c_accepting
                 continue
@@ -395,14 +403,33 @@ class EarleyParser:
             return hit
         expect: dict[int, list] = {}
         waiting: dict[int, list] = {}
+        parts_e: list[dict] = []
+        parts_w: list[dict] = []
         predicts: set[int] = set()
         agenda = [(r2, d2 + 1, origin if o2 == SELF else o2) for r2, d2, o2 in self._nodes[origin].waiting.get(lhs, ())]
-        accepting = self._advance_items(agenda, expect, waiting, predicts, origin, {(origin, lhs)}, depth)
-        hit = self._completion_memo[key] = (expect, waiting, frozenset(predicts), accepting)
+        accepting = self._advance_items(agenda, expect, waiting, parts_e, parts_w, predicts, origin,
+                                        {(origin, lhs)}, depth)
+        hit = self._completion_memo[key] = (_union(expect, parts_e), _union(waiting, parts_w),
+                                            frozenset(predicts), accepting)
         return hit
 
 
-def _merge(into: dict[int, list], items: dict[int, list]) -> None:
-    """Append ``items``' lists to ``into``'s, key by key (``items`` is not modified)."""
-    for k, v in items.items():
-        into.setdefault(k, []).extend(v)
+def _union(own: dict[int, list], parts: list[dict[int, tuple]]) -> dict[int, tuple]:
+    """``own`` (item lists built here) and ``parts`` (memoised dicts of item tuples,
+    read only) as one dict of item tuples.  A single part is returned itself, not
+    copied: node and memo dicts are never modified once built."""
+    if not own:
+        if not parts:
+            return {}
+        if len(parts) == 1:
+            return parts[0]
+        out = dict(parts[0])
+        rest = parts[1:]
+    else:
+        out = {k: tuple(v) for k, v in own.items()}
+        rest = parts
+    for part in rest:
+        for k, v in part.items():
+            cur = out.get(k)
+            out[k] = v if cur is None else cur + v
+    return out
