@@ -266,7 +266,9 @@ class Recognizer:
             if len(parts) == 1:
                 out = parts[0]
             elif parts:
-                out = np.bitwise_or.reduce(parts)
+                out = parts[0] | parts[1]      # (reduce() over a list would stack it first: a copy)
+                for part in parts[2:]:
+                    out |= part
                 out.setflags(write=False)
                 self._account(out.nbytes)
         self._crossing_memo[key] = out
