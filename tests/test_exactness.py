@@ -370,12 +370,18 @@ DEEP_TEXTS = {
 }
 
 
+@pytest.mark.parametrize("min_depth", [None, 0], ids=["default-depth", "every-depth"])
 @pytest.mark.parametrize("grammar_name", sorted(DEEP_TEXTS))
-def test_deep_nesting_masks_are_exact(grammar_name, llama3_vocab):
+def test_deep_nesting_masks_are_exact(grammar_name, min_depth, llama3_vocab, monkeypatch):
     """Masks of new parse stacks are computed on abstract nodes (the top of the stack)
     and shared; along deeply nested texts (tokens such as "))))" pop several levels)
-    every mask must still equal the byte-level definition over the full vocabulary."""
+    every mask must still equal the byte-level definition over the full vocabulary
+    (abstraction from the default depth on, and at every depth)."""
     from constrained import Grammar
+    import constrained.engine.recognizer as recognizer
+
+    if min_depth is not None:
+        monkeypatch.setattr(recognizer, "MIN_ABSTRACT_DEPTH", min_depth)
 
     cg = compile_grammar(Grammar.from_file(ROOT / "grammars" / grammar_name), llama3_vocab, cache_dir=None)
     blm = byte_level_mask("llama3", llama3_vocab)
@@ -392,7 +398,8 @@ def test_deep_nesting_masks_are_exact(grammar_name, llama3_vocab):
             assert m.advance(t), text
             prefix += llama3_vocab.token_bytes[t]
         assert m.is_accepting()
-    assert any(rec.parser.node(n).abstract for n in range(rec.parser.num_nodes)), "abstraction never used"
+    if min_depth == 0:
+        assert any(rec.parser.node(n).abstract for n in range(rec.parser.num_nodes)), "abstraction never used"
 
 
 # ---------------------------------------------------------------------- (b) full vocabularies

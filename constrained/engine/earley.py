@@ -112,11 +112,12 @@ class ParserTables:
 class ParserNode:
     """One interned Earley set: what it expects and whether input may end here."""
 
-    __slots__ = ("id", "kernel", "expect", "waiting", "accepting", "terminals", "abstract")
+    __slots__ = ("id", "kernel", "expect", "waiting", "accepting", "terminals", "abstract", "depth")
 
     def __init__(self, node_id: int, kernel: frozenset, expect: dict[int, tuple],
-                 waiting: dict[int, tuple], accepting: bool, abstract: bool) -> None:
+                 waiting: dict[int, tuple], accepting: bool, abstract: bool, depth: int = 0) -> None:
         self.id = node_id
+        self.depth = depth            # parse-stack depth: 1 + the deepest origin's (the root: 0)
         self.kernel = kernel          # the scanned items (rule, dot, origin node) it is closed from
         self.abstract = abstract      # some origin below it is CUT
         self.expect = expect          # terminal -> items (rule, dot, origin) waiting for it
@@ -337,7 +338,9 @@ class EarleyParser:
                     accepting = True
         abstract = any(o == CUT or (o >= 0 and self._nodes[o].abstract) for _, _, o in kernel_items)
         kernel = kernel_items if isinstance(kernel_items, frozenset) else frozenset(kernel_items)
-        return ParserNode(node_id, kernel, _union(expect, parts_e), _union(waiting, parts_w), accepting, abstract)
+        depth = 1 + max((self._nodes[o].depth for _, _, o in kernel if o >= 0), default=0) if node_id else 0
+        return ParserNode(node_id, kernel, _union(expect, parts_e), _union(waiting, parts_w), accepting, abstract,
+                          depth)
 
     def _advance_items(self, agenda: list, expect: dict, waiting: dict, parts_e: list, parts_w: list,
                        predicts: set, inline_origin: int | None, inline_done: set, depth: int) -> bool:
