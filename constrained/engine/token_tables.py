@@ -66,7 +66,6 @@ class TokenTables:
         self.size = len(vocab)
         self.nbytes = ((self.size + 31) // 32) * 4
         self._trie: VocabTrie | None = None
-        self._trie_lock = threading.Lock()
         self.cache_dir = None if cache_dir is None else Path(cache_dir) / "tables" / vocab.content_hash()[:24]
         self._tables: dict[str, dict[int, StateTokenTable]] = {}
         self._by_residual: dict[str, StateTokenTable] = {}
@@ -141,13 +140,24 @@ class TokenTables:
             self._tables[dfa.digest] = per
             return per
 
+    _tries: dict[str, VocabTrie] = {}     # per vocabulary hash: shared by every cache directory
+    _tries_lock = threading.Lock()
+    MAX_TRIES = 8
+
     @property
     def trie(self) -> VocabTrie:
-        """The vocabulary's byte trie (built on first use)."""
+        """The vocabulary's byte trie (built on first use, shared by every `TokenTables`
+        of the same vocabulary)."""
         if self._trie is None:
-            with self._trie_lock:
-                if self._trie is None:
-                    self._trie = VocabTrie(self.vocab.token_bytes)
+            key = self.vocab.content_hash()
+            with TokenTables._tries_lock:
+                trie = TokenTables._tries.get(key)
+                if trie is None:
+                    trie = VocabTrie(self.vocab.token_bytes)
+                    if len(TokenTables._tries) >= TokenTables.MAX_TRIES:
+                        TokenTables._tries.pop(next(iter(TokenTables._tries)))
+                    TokenTables._tries[key] = trie
+            self._trie = trie
         return self._trie
 
     def _compute(self, dfa: ByteDFA, state: int) -> StateTokenTable:
