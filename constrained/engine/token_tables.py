@@ -58,6 +58,9 @@ class TokenTables:
 
     _registry: dict[tuple[str, str], "TokenTables"] = {}
     _registry_lock = threading.Lock()
+    _tries: dict[str, VocabTrie] = {}     # per vocabulary hash: shared by every cache directory
+    _tries_lock = threading.Lock()
+    MAX_TRIES = 8
 
     def __init__(self, vocab, cache_dir: Path | None) -> None:
         self.vocab = vocab
@@ -139,10 +142,6 @@ class TokenTables:
                 self._save(dfa, per)
             self._tables[dfa.digest] = per
             return per
-
-    _tries: dict[str, VocabTrie] = {}     # per vocabulary hash: shared by every cache directory
-    _tries_lock = threading.Lock()
-    MAX_TRIES = 8
 
     @property
     def trie(self) -> VocabTrie:

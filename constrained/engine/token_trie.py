@@ -72,10 +72,10 @@ class VocabTrie:
         n = len(ids)
         lengths = np.fromiter((len(token_bytes[i]) for i in ids), dtype=np.int64, count=n)
         width = int(lengths.max()) if n else 0
-        mat = np.zeros((n, width), dtype=np.uint8)
-        for k, i in enumerate(ids):
-            b = token_bytes[i]
-            mat[k, :len(b)] = np.frombuffer(b, dtype=np.uint8)
+        mat = np.zeros((n, width), dtype=np.uint8)       # sorted tokens' bytes, zero padded
+        row_start = np.cumsum(lengths) - lengths
+        mat[np.repeat(np.arange(n), lengths), np.arange(int(lengths.sum())) - np.repeat(row_start, lengths)] = \
+            np.frombuffer(b"".join(token_bytes[i] for i in ids), dtype=np.uint8)
         # lcp[k]: length of the common prefix of sorted tokens k - 1 and k
         lcp = np.zeros(n, dtype=np.int64)
         if n > 1:
