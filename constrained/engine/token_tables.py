@@ -33,7 +33,7 @@ from constrained.engine.token_trie import VocabTrie
 from constrained.masks import pack_mask
 
 TABLE_FORMAT = 1
-# a state reading fewer distinct bytes scans few tokens: its table is computed, not
+# a state reading fewer distinct bytes visits few trie nodes: its table is computed, not
 # looked up by residual language (whose digest walks the DFA and would cost more)
 SHARE_MIN_LIVE_BYTES = 32
 
