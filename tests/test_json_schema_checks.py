@@ -259,4 +259,106 @@ def test_member_by_member_object_validation_equals_jsonschema(index: int, value)
     # twice: the second answer comes from the member memo
     assert validators.is_valid(loc, value) == expected == validators.is_valid(loc, value), (schema, value)
     # the first six are split member by member; malformed and schema-valued dependencies are not
-    assert (validators._member_plan(loc) is not None) == (index < 6)
+    assert (validators.member_plan(loc) is not None) == (index < 6)
+
+
+ITEMWISE = [
+    {"type": "array", "prefixItems": [{"type": "integer"}, {"enum": ["a", 1]}], "items": {"type": "string"},
+     "minItems": 1, "maxItems": 3},
+    {"type": ["array", "object"], "items": {"type": "array", "maxItems": 1}},
+    {"$schema": "http://json-schema.org/draft-07/schema#", "items": [{"type": "null"}, {"maximum": 2}],
+     "additionalItems": False},
+    {"$schema": "http://json-schema.org/draft-07/schema#", "items": {"type": "integer"}, "minItems": 2},
+    {"type": "object", "items": {"type": "integer"}},                     # not an array type at all
+    {"items": False, "prefixItems": [True]},
+    {"items": {"type": "integer"}, "uniqueItems": True},                  # whole-array validator
+    {"items": {"type": "integer"}, "contains": {"const": 1}},             # whole-array validator
+]
+
+
+@pytest.mark.parametrize("index", range(len(ITEMWISE)))
+@settings(max_examples=200, deadline=None)
+@given(value=st.lists(small_json, max_size=4))
+def test_item_by_item_array_validation_equals_jsonschema(index: int, value) -> None:
+    """Arrays are validated one element at a time (from each element's JSON text) where the
+    schema's keywords allow it, with jsonschema's verdict on the whole array."""
+    from constrained.json_schema.resolver import SchemaIndex
+    from constrained.json_schema.validation import SchemaValidators
+
+    schema = ITEMWISE[index]
+    index_ = SchemaIndex(schema)
+    validators = SchemaValidators(index_)
+    plan = validators.item_plan(index_.locate(schema))
+    assert (plan is not None) == (index < 6)
+    if plan is None:
+        return
+    expected = jsonschema.validators.validator_for(schema)(schema).is_valid(value)
+    raws = [json.dumps(v).encode() for v in value]
+    for _ in range(2):                    # the second answer comes from the element memo
+        got = plan.length_ok(len(raws)) and all(plan.item_text_ok(i, raw) for i, raw in enumerate(raws))
+        assert got == expected, (schema, value)
+
+
+# property_order='any': members are checked one by one from their text (memoised), and a
+# disjunction with one branch of the value's type is tracked into that branch
+ANY_ORDER = [
+    {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "array", "items": {"enum": [1, 2]}}},
+     "required": ["a"]},
+    {"oneOf": [{"type": "object", "properties": {"n": {"type": "object", "properties": {"m": {"type": "null"}},
+                                                       "required": ["m"]}},
+                "required": ["n"]},
+               {"type": "null"}]},
+    {"anyOf": [{"$ref": "#/$defs/o"}, {"type": "array", "items": {"$ref": "#/$defs/o"}, "uniqueItems": True}],
+     "$defs": {"o": {"type": "object", "properties": {"a": {"enum": [1, "a"]}}, "additionalProperties": False}}},
+    {"type": "array", "items": {"oneOf": [{"type": "object", "properties": {"ab": {"type": "boolean"}},
+                                           "required": ["ab"]}, {"type": "integer"}]}},
+]
+
+
+@pytest.mark.parametrize("index", range(len(ANY_ORDER)))
+@settings(max_examples=150, deadline=None)
+@given(value=small_json, indent=st.sampled_from([None, 1]))
+def test_any_order_members_and_selected_branches_accept_exactly_the_valid_values(index: int, value,
+                                                                                  indent) -> None:
+    schema = ANY_ORDER[index]
+    key = ("any", index)
+    if key not in _CACHE:
+        _CACHE[key] = compile_grammar(Grammar.from_json_schema(schema, property_order="any"), BYTES, cache_dir=None)
+    text = json.dumps(value, indent=indent).encode()
+    valid = jsonschema.Draft202012Validator(schema).is_valid(value)
+    assert _CACHE[key].accepts_bytes(text) == valid, (schema, text)
+
+
+@pytest.mark.parametrize("index", range(len(ANY_ORDER)))
+def test_any_order_masks_equal_allows(index: int) -> None:
+    """The mask simulates the tokens that close checked values; it must agree with `allows`
+    token by token, also where several values close inside one token."""
+    import random
+
+    cg = compile_grammar(Grammar.from_json_schema(ANY_ORDER[index], property_order="any"), CHUNKY, cache_dir=None)
+    validator = jsonschema.Draft202012Validator(ANY_ORDER[index])
+    rng = random.Random(index)
+    for _ in range(30):
+        m = cg.matcher()
+        for _step in range(30):
+            bits = unpack_mask(m.mask(), len(CHUNKY))
+            allowed = [t for t in range(len(CHUNKY)) if m.allows(t)]
+            assert sorted(allowed) == [int(t) for t in bits.nonzero()[0]]
+            if not allowed:
+                break
+            assert m.advance(rng.choice(allowed))
+            if m.is_terminated():
+                assert validator.is_valid(json.loads(b"".join(CHUNKY.token_bytes[t] for t in m.tokens)))
+                break
+
+
+def test_a_selected_branch_is_tracked_instead_of_validating_the_disjunction() -> None:
+    from constrained.json_schema.value_checks import ARR, OBJ
+
+    checks = compile_json_schema(ANY_ORDER[1], property_order="any").grammar.checks
+    root = checks.root
+    assert [loc.pointer for loc in root.validate] == [""]                 # the oneOf reaches checked parts
+    as_object = root.of_kind(OBJ)
+    assert [loc.pointer for loc in as_object.validate] == ["/oneOf/0"]   # the branch, checked member by member
+    assert as_object.member_plans and not as_object.whole_objects
+    assert root.of_kind(ARR) is not None and root.of_kind(ARR).validate   # no array branch: nothing selected
