@@ -741,14 +741,9 @@ class SchemaCompiler:
         kvxs = [(key, *w, colon, *w, value) for key, value in extras]
         lb, rb = b.lit("{"), b.lit("}")
         if self.options.property_order == "any" and declared:
-            # members in any order: a superset (repeats, missing required, a declared key read as an
-            # extra one) checked when the object completes, on the parts that declare members
-            for p in conj:
-                for k in ("properties", "required"):
-                    if p.get(k):
-                        self.check(p, k, "property_order='any': required members, unique keys and declared "
-                                         "members' values are checked")
-                        break
+            # members in any order: a superset (repeats, missing required) checked when the object completes
+            self.check(conj[0], "properties", "property_order='any': required members and unique keys are "
+                                              "checked")
             # one list rule over one member nonterminal: a parser set after a member
             # then holds one list item, not one per declared key
             members, member = b.fresh("obj_members"), b.fresh("obj_member")

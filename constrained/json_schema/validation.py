@@ -68,7 +68,6 @@ class SchemaValidators:
         self._registry = None
         self._validators: dict[tuple[int, str], Any] = {}
         self._member_plans: dict[tuple[int, str], _MemberwiseObject | None] = {}
-        self._item_plans: dict[tuple[int, str], _ItemwiseArray | None] = {}
 
     def _setup(self) -> None:
         import jsonschema
@@ -119,27 +118,18 @@ class SchemaValidators:
         revalidates only the member that changed, not the whole object."""
         try:
             if isinstance(value, dict) and value:
-                plan = self.member_plan(loc)
+                plan = self._member_plan(loc)
                 if plan is not None:
                     return plan.is_valid(value)
             return bool(self.validator(loc).is_valid(value))
         except Exception:  # noqa: BLE001 - a validator that cannot decide never accepts
             return False
 
-    def member_plan(self, loc: Located) -> "_MemberwiseObject | None":
-        """The member-by-member plan of the object schema at ``loc`` (None: validate whole objects)."""
+    def _member_plan(self, loc: Located) -> "_MemberwiseObject | None":
         ref = (id(loc.schema), loc.base)
         if ref not in self._member_plans:
             self._member_plans[ref] = _MemberwiseObject.plan(self, loc)
         return self._member_plans[ref]
-
-
-    def item_plan(self, loc: Located) -> "_ItemwiseArray | None":
-        """The item-by-item plan of the array schema at ``loc`` (None: validate whole arrays)."""
-        ref = (id(loc.schema), loc.base)
-        if ref not in self._item_plans:
-            self._item_plans[ref] = _ItemwiseArray.plan(self, loc)
-        return self._item_plans[ref]
 
 
 class _MemberwiseObject:
@@ -192,136 +182,23 @@ class _MemberwiseObject:
                 merged.setdefault(k, []).extend(need)
         return cls(validators.validator(member_loc), required, low, high, merged)
 
-    def keys_ok(self, keys) -> bool:
-        """The key-set conditions (required, min/maxProperties, dependentRequired) on
-        ``keys`` (distinct member names)."""
-        if not self.min_props <= len(keys) <= self.max_props:
-            return False
-        if any(r not in keys for r in self.required):
-            return False
-        return not any(k in keys and any(r not in keys for r in need) for k, need in self.dependent.items())
-
-    def member_ok(self, key: str, value: Any) -> bool:
-        """Whether the one-member object ``{key: value}`` passes the per-member schema (memoised)."""
-        memo_key = (key, type(value), value) if isinstance(value, (str, int, float, bool)) or value is None else \
-            (key, "json", json.dumps(value, sort_keys=True))
-        return self._verdict(memo_key, key, value)
-
-    def member_text_ok(self, key: str, raw: bytes) -> bool:
-        """`member_ok` of the member whose value is the JSON text ``raw``, memoised by the
-        text itself: no re-serialising of nested values (the value checks' path)."""
-        memo_key = (key, raw)
-        ok = self._verdicts.get(memo_key)
-        if ok is None:
-            try:
-                value = json.loads(raw, object_pairs_hook=_unique_pairs)
-            except (ValueError, RecursionError):
-                value = _UNPARSABLE
-            ok = self._verdict(memo_key, key, value)
-        return ok
-
-    def _verdict(self, memo_key, key: str, value: Any) -> bool:
-        verdicts = self._verdicts
-        ok = verdicts.get(memo_key)
-        if ok is None:
-            try:
-                ok = value is not _UNPARSABLE and bool(self.validator.is_valid({key: value}))
-            except Exception:  # noqa: BLE001 - a validator that cannot decide never accepts
-                ok = False
-            if len(verdicts) >= MEMBER_MEMO_LIMIT:
-                verdicts.clear()
-            verdicts[memo_key] = ok
-        return ok
-
     def is_valid(self, value: dict) -> bool:
-        return self.keys_ok(value) and all(self.member_ok(k, v) for k, v in value.items())
-
-
-_UNPARSABLE = object()
-
-
-def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict:
-    """``json.loads`` object hook: a repeated key makes the text invalid (no value we accept)."""
-    out = dict(pairs)
-    if len(out) != len(pairs):
-        raise ValueError("duplicate key")
-    return out
-
-
-class _ItemwiseArray:
-    """An array schema whose keywords act element by element or on the length only
-    (``type``, ``prefixItems`` / ``items`` / ``additionalItems``, ``min/maxItems``):
-    an array is valid iff its length passes and each element satisfies the sub-schema
-    of its position, so elements are validated one at a time (memoised by their text)."""
-
-    def __init__(self, validators: "SchemaValidators", array_ok: bool, min_items: float, max_items: float,
-                 positional: list[Located], rest: Located | None) -> None:
-        self.validators = validators
-        self.array_ok = array_ok
-        self.min_items = min_items
-        self.max_items = max_items
-        self.positional = positional
-        self.rest = rest
-        self._verdicts: dict[tuple[int, bytes], bool] = {}
-
-    @classmethod
-    def plan(cls, validators: "SchemaValidators", loc: Located) -> "_ItemwiseArray | None":
-        from constrained.json_schema.conjunction import locate
-
-        schema = loc.schema
-        if not isinstance(schema, dict):
-            return None
-        if validators._cls is None:
-            validators._setup()
-        known = validators._cls.VALIDATORS
-        allowed = {"type", "items", "prefixItems", "additionalItems", "minItems", "maxItems"}
-        if "$ref" in schema or any(k in known and k not in allowed and k not in ANNOTATIONS for k in schema):
-            return None
-        t = schema.get("type", "array")
-        names = [t] if isinstance(t, str) else t
-        low, high = schema.get("minItems", 0), schema.get("maxItems", float("inf"))
-        if not isinstance(names, list) or not all(isinstance(n, (int, float)) and not isinstance(n, bool)
-                                                  for n in (low, high)):
-            return None
-        modern = "prefixItems" in known
-        items = schema.get("items", True)
-        if modern:
-            prefix, rest = schema.get("prefixItems", []), items
-            rest_key = "items"
-        elif isinstance(items, list):
-            prefix, rest = items, schema.get("additionalItems", True)
-            rest_key = "additionalItems"
-        else:
-            prefix, rest, rest_key = [], items, "items"
-        if not isinstance(prefix, list) or not all(isinstance(x, (dict, bool)) for x in prefix + [rest]):
-            return None
-        prefix_key = "prefixItems" if modern else "items"
-        index = validators.index
-        positional = [locate(index, x, loc.base, f"{loc.pointer}/{prefix_key}/{i}") for i, x in enumerate(prefix)]
-        rest_loc = None if rest is True else locate(index, rest, loc.base, f"{loc.pointer}/{rest_key}")
-        return cls(validators, "array" in names, low, high, positional, rest_loc)
-
-    def length_ok(self, n: int) -> bool:
-        """The array's own conditions (type admits arrays, min/maxItems) for ``n`` elements."""
-        return self.array_ok and self.min_items <= n <= self.max_items
-
-    def item_text_ok(self, i: int, raw: bytes) -> bool:
-        """Whether the element at position ``i`` with JSON text ``raw`` satisfies its sub-schema."""
-        slot = min(i, len(self.positional))
-        loc = self.positional[i] if i < len(self.positional) else self.rest
-        if loc is None:
-            return True
-        key = (slot, raw)
-        ok = self._verdicts.get(key)
-        if ok is None:
-            try:
-                value = json.loads(raw, object_pairs_hook=_unique_pairs)
-                ok = bool(self.validators.validator(loc).is_valid(value))
-            except (ValueError, RecursionError):
-                ok = False
-            except Exception:  # noqa: BLE001 - a validator that cannot decide never accepts
-                ok = False
-            if len(self._verdicts) >= MEMBER_MEMO_LIMIT:
-                self._verdicts.clear()
-            self._verdicts[key] = ok
-        return ok
+        if not self.min_props <= len(value) <= self.max_props:
+            return False
+        if any(r not in value for r in self.required):
+            return False
+        if any(k in value and any(r not in value for r in need) for k, need in self.dependent.items()):
+            return False
+        verdicts = self._verdicts
+        for k, v in value.items():
+            key = (k, type(v), v) if isinstance(v, (str, int, float, bool)) or v is None else \
+                (k, "json", json.dumps(v, sort_keys=True))
+            ok = verdicts.get(key)
+            if ok is None:
+                ok = bool(self.validator.is_valid({k: v}))
+                if len(verdicts) >= MEMBER_MEMO_LIMIT:
+                    verdicts.clear()
+                verdicts[key] = ok
+            if not ok:
+                return False
+        return True

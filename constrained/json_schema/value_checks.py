@@ -48,7 +48,6 @@ import numpy as np
 
 from constrained.json_schema.conjunction import (
     Conjunction,
-    Part,
     flatten,
     item_items,
     property_items,
@@ -56,7 +55,7 @@ from constrained.json_schema.conjunction import (
     tuple_length,
 )
 from constrained.json_schema.resolver import Located, SchemaIndex
-from constrained.json_schema.validation import SchemaValidators, _unique_pairs
+from constrained.json_schema.validation import SchemaValidators
 
 OBJ, ARR = 0, 1
 OUT, STR, ESC = 0, 1, 2                # tracker modes: outside strings, inside, after a backslash
@@ -64,29 +63,18 @@ KEY, COLON, VALUE = 0, 1, 2            # object phases
 MAX_CLOSES = 8                         # close counts profiled exactly; more are simulated
 
 _WS = frozenset(b" \t\n\r")
-_WS_BYTES = b" \t\n\r"
 
 
 # ---------------------------------------------------------------------- cursors
 class CheckCursor:
     """The sub-schemas that must hold at one place of the instance, and their checks."""
 
-    __slots__ = ("plan", "conj", "validate", "member_plans", "whole_objects", "item_plans", "whole_arrays",
-                 "_props", "_items", "_names", "_tuple", "_kinds")
+    __slots__ = ("plan", "conj", "validate", "_props", "_items", "_names", "_tuple")
 
     def __init__(self, plan: "JsonValueChecks", conj: Conjunction, validate: tuple[Located, ...]) -> None:
         self.plan = plan
         self.conj = conj
         self.validate = validate          # the parts whose sub-trees hold checked keywords
-        # parts checked member by member (element by element) for object (array) values, each
-        # member's text validated once and memoised, and parts validated on the whole value
-        split = not plan.dynamic
-        members = [(loc, plan.validators.member_plan(loc) if split else None) for loc in validate]
-        self.member_plans = tuple(p for _, p in members if p is not None)
-        self.whole_objects = tuple(loc for loc, p in members if p is None)
-        items = [(loc, plan.validators.item_plan(loc) if split else None) for loc in validate]
-        self.item_plans = tuple(p for _, p in items if p is not None)
-        self.whole_arrays = tuple(loc for loc, p in items if p is None)
         self._props: dict[str | None, CheckCursor | None] = {}
         self._items: dict[int, CheckCursor | None] = {}
         # keys that are not declared (and match no pattern) all get the same cursor
@@ -94,16 +82,6 @@ class CheckCursor:
         self._names = None if patterns else {k for p in conj if isinstance(p.get("properties"), dict)
                                              for k in p.get("properties")}
         self._tuple = tuple_length(conj)
-        self._kinds: dict[int, CheckCursor | None] = {}
-
-    def of_kind(self, kind: int) -> "CheckCursor | None":
-        """This place's cursor once its value is known to be an object (``OBJ``) or array (``ARR``):
-        an ``anyOf`` / ``oneOf`` with exactly one branch admitting that kind is that branch
-        there, so the branch is tracked (and its checks made precise) instead of the
-        whole disjunction being validated."""
-        if kind not in self._kinds:
-            self._kinds[kind] = self.plan.specialize(self, "object" if kind == OBJ else "array")
-        return self._kinds[kind]
 
     def prop(self, key: str) -> "CheckCursor | None":
         if self._names is not None and key not in self._names:
@@ -198,13 +176,7 @@ class JsonValueChecks:
         self.legacy = legacy
         self.validators = validators
         self.checked = checked
-        self._targets = {id(loc.schema) for loc in checked}
-        # $dynamicRef / $recursiveRef resolve through the dynamic scope of the whole evaluation:
-        # validated apart (member by member, a branch or a part alone), they would lose it
-        self.dynamic = any(isinstance(loc.schema, dict) and _DYNAMIC.intersection(loc.schema)
-                           for loc in index.all_located())
-        self._reaching = _reaching(index, self._targets)
-        self._derived: dict[tuple, Located | None] = {}
+        self._reaching = _reaching(index, {id(loc.schema) for loc in checked})
         self._verdicts: dict[tuple[int, bytes], bool] = {}
         self._candidates: dict[tuple, np.ndarray] = {}
         self.root = self.cursor([root_part(index)])
@@ -220,127 +192,26 @@ class JsonValueChecks:
         conj = flatten(items, self.index, legacy=self.legacy) if items else ()
         if not conj:
             return None
-        validate = tuple(loc for loc in map(self._validated, conj) if loc is not None)
+        validate = tuple(p.loc for p in conj if id(p.schema) in self._reaching)
         if not validate:
             return None
         return CheckCursor(self, conj, validate)
 
-    def _validated(self, part: Part) -> Located | None:
-        """What a value check validates of ``part``: its schema without the keywords expanded
-        into other parts of the conjunction (``$ref``, ``allOf``, a selected ``oneOf``
-        branch: validated there, not twice), or None if nothing left reaches a checked keyword."""
-        schema = part.schema
-        if self.dynamic or not any(k in schema for k in part.done) or _UNEVALUATED.intersection(schema):
-            return part.loc if id(schema) in self._reaching else None     # (unevaluated*: siblings matter)
-        key = (id(schema), part.loc.base, part.done)
-        if key not in self._derived:
-            rest = {k: v for k, v in schema.items() if k not in part.done}
-            reaches = id(schema) in self._targets or \
-                any(id(kid) in self._reaching for kid in _children(rest, self.index, part.loc.base, part.pointer))
-            self._derived[key] = Located(rest, part.loc.base, part.pointer, part.loc.resource,
-                                         part.loc.resource_pointer) if reaches else None
-        return self._derived[key]
-
-    def specialize(self, cursor: CheckCursor, kind: str) -> CheckCursor | None:
-        """``cursor`` for values of JSON type ``kind`` (see `CheckCursor.of_kind`)."""
-        if self.dynamic:
-            return cursor
-        items: list = []
-        changed = False
-        for p in cursor.conj:
-            for kw in ("oneOf", "anyOf"):
-                branches = p.get(kw)
-                if not isinstance(branches, list):
-                    continue
-                admitting = [j for j, b in enumerate(branches)
-                             if self._admits((b, p.loc.base, f"{p.pointer}/{kw}/{j}"), kind)]
-                if len(admitting) == 1:
-                    j = admitting[0]
-                    p = p.without(kw)
-                    items.append((branches[j], p.loc.base, f"{p.pointer}/{kw}/{j}"))
-                    changed = True
-            items.append(p)
-        return self.cursor(items) if changed else cursor
-
-    def _admits(self, item: tuple, kind: str) -> bool:
-        """False only if no value of JSON type ``kind`` can satisfy the schema ``item``."""
-        from constrained.errors import ConstrainedError
-
-        try:
-            conj = flatten([item], self.index, legacy=self.legacy)
-        except ConstrainedError:
-            return True
-        if conj is None:
-            return False
-        for p in conj:
-            t = p.get("type")
-            names = [t] if isinstance(t, str) else t
-            if isinstance(names, list) and all(isinstance(x, str) for x in names) and kind not in names:
-                return False
-            values = [p.get("const")] if p.has("const") else p.get("enum")
-            if isinstance(values, list) and not any(isinstance(v, dict if kind == "object" else list)
-                                                     for v in values):
-                return False
-        return True
-
     # ------------------------------------------------------------------ validation
-    def value_ok(self, cursor: CheckCursor, text: bytes | bytearray, parts: tuple[Located, ...] | None = None) -> bool:
-        """Whether the JSON ``text`` passes ``parts`` (default: every part ``cursor`` validates)."""
-        parts = cursor.validate if parts is None else parts
-        key = (id(cursor), len(parts), bytes(text))
+    def value_ok(self, cursor: CheckCursor, text: bytes | bytearray) -> bool:
+        key = (id(cursor), bytes(text))
         verdict = self._verdicts.get(key)
         if verdict is None:
             try:
-                value = json.loads(text, object_pairs_hook=_unique_pairs)
+                value = json.loads(text, object_pairs_hook=_unique_keys)
             except (ValueError, RecursionError):
                 verdict = False
             else:
-                verdict = all(self.validators.is_valid(loc, value) for loc in parts)
+                verdict = all(self.validators.is_valid(loc, value) for loc in cursor.validate)
             if len(self._verdicts) > 65536:
                 self._verdicts.clear()
             self._verdicts[key] = verdict
         return verdict
-
-    def container_ok(self, cursor: CheckCursor, kind: int, text: bytes | bytearray, data: bytes, start: int,
-                     end: int, members: tuple) -> bool:
-        """Whether the object (``kind`` OBJ) or array at ``start:end`` of ``text + data`` passes
-        the cursor's parts.
-
-        ``members`` are its ``(key or index, value start, value end)``.  Parts with a
-        member-by-member (element-by-element) plan check the key set (length) and each
-        member's value text, memoised per text, so the tokens a mask simulates re-validate
-        only the member they change; the other parts validate the whole value."""
-        plans, whole = (cursor.member_plans, cursor.whole_objects) if kind == OBJ else \
-            (cursor.item_plans, cursor.whole_arrays)
-        value = _slice(text, data, start, end)
-        if not plans or (not members and kind == OBJ):
-            return self.value_ok(cursor, value)
-        key = (id(cursor), -1, value)
-        verdict = self._verdicts.get(key)
-        if verdict is None:
-            verdict = self._members_ok(kind, plans, text, data, members) and \
-                (not whole or self.value_ok(cursor, value, whole))
-            if len(self._verdicts) > 65536:
-                self._verdicts.clear()
-            self._verdicts[key] = verdict
-        return verdict
-
-    def _members_ok(self, kind: int, plans: tuple, text: bytes | bytearray, data: bytes,
-                    members: tuple) -> bool:
-        raws = [_slice(text, data, a, b).strip(_WS_BYTES) for _, a, b in members]
-        if kind == OBJ:
-            keys = frozenset(k for k, _, _ in members)
-            if len(keys) != len(members):
-                return False                                  # a repeated key
-            for plan in plans:
-                if not plan.keys_ok(keys) or \
-                        not all(plan.member_text_ok(k, raw) for (k, _, _), raw in zip(members, raws)):
-                    return False
-        else:
-            for plan in plans:
-                if not plan.length_ok(len(raws)) or not all(plan.item_text_ok(i, raw) for i, raw in enumerate(raws)):
-                    return False
-        return True
 
     # ------------------------------------------------------------------ tracking
     def start(self) -> tuple:
@@ -348,12 +219,7 @@ class JsonValueChecks:
         return ((), OUT, -1, False)
 
     def step(self, state: tuple, text: bytes, data: bytes) -> tuple | None:
-        """The state after ``data`` follows ``text``; None if ``data`` completes an invalid value.
-
-        A frame is ``(kind, start, cursor, phase, slot, value start, members)``: ``slot`` is
-        the current key of an object (the index in an array), ``value start`` where the current
-        member's value (element) begins, ``members`` the completed ``(key or index, value start,
-        value end)`` of a checked object (array)."""
+        """The state after ``data`` follows ``text``; None if ``data`` completes an invalid value."""
         frames, mode, sstart, is_key = state
         base = len(text)
         i, n = 0, len(data)
@@ -369,8 +235,8 @@ class JsonValueChecks:
                 i, mode = q + 1, OUT
                 if is_key and frames:
                     key = json.loads(_slice(text, data, sstart, base + i))
-                    kind, fstart, cur, _, _, _, members = frames[-1]
-                    frames = frames[:-1] + ((kind, fstart, cur, COLON, key, -1, members),)
+                    kind, fstart, cur, _, _ = frames[-1]
+                    frames = frames[:-1] + ((kind, fstart, cur, COLON, key),)
                 continue
             if mode == ESC:
                 i, mode = i + 1, STR
@@ -384,39 +250,30 @@ class JsonValueChecks:
                 sstart, mode = base + i, STR
             elif c == 0x7B or c == 0x5B:                                    # { [
                 cur = self._child(frames)
-                if cur is not None:
-                    cur = cur.of_kind(OBJ if c == 0x7B else ARR)
-                frames = frames + (((OBJ, base + i, cur, KEY, None, -1, ()) if c == 0x7B
-                                    else (ARR, base + i, cur, VALUE, 0, base + i + 1, ())),)
+                frames = frames + (((OBJ, base + i, cur, KEY, None) if c == 0x7B
+                                    else (ARR, base + i, cur, VALUE, 0)),)
             elif c == 0x7D or c == 0x5D:                                    # } ]
                 if frames:
-                    kind, fstart, cur, phase, slot, vstart, members = frames[-1]
+                    kind, fstart, cur, _, _ = frames[-1]
                     frames = frames[:-1]
-                    if cur is not None:
-                        if (phase == VALUE if kind == OBJ else
-                                members or _slice(text, data, vstart, base + i).strip(_WS_BYTES)):
-                            members += ((slot, vstart, base + i),)         # the last member (element)
-                        if not self.container_ok(cur, kind, text, data, fstart, base + i + 1, members):
-                            return None
+                    if cur is not None and not self.value_ok(cur, _slice(text, data, fstart, base + i + 1)):
+                        return None
             elif c == 0x3A:                                                 # :
                 if frames and frames[-1][0] == OBJ:
-                    kind, fstart, cur, _, key, _, members = frames[-1]
-                    frames = frames[:-1] + ((kind, fstart, cur, VALUE, key, base + i + 1, members),)
+                    kind, fstart, cur, _, key = frames[-1]
+                    frames = frames[:-1] + ((kind, fstart, cur, VALUE, key),)
             elif c == 0x2C:                                                 # ,
                 if frames:
-                    kind, fstart, cur, phase, slot, vstart, members = frames[-1]
-                    if cur is not None and phase == VALUE:
-                        members += ((slot, vstart, base + i),)
-                    frame = (kind, fstart, cur, KEY, None, -1, members) if kind == OBJ else \
-                        (kind, fstart, cur, VALUE, slot + 1, base + i + 1, members)
-                    frames = frames[:-1] + (frame,)
+                    kind, fstart, cur, phase, slot = frames[-1]
+                    frames = frames[:-1] + (((kind, fstart, cur, KEY, None) if kind == OBJ
+                                             else (kind, fstart, cur, VALUE, slot + 1)),)
             i += 1
         return (frames, mode, sstart, is_key)
 
     def _child(self, frames: tuple) -> CheckCursor | None:
         if not frames:
             return self.root
-        kind, _, cur, _, slot, _, _ = frames[-1]
+        kind, _, cur, _, slot = frames[-1]
         if cur is None:
             return None
         if kind == ARR:
@@ -469,51 +326,46 @@ class JsonValueChecks:
 _NONE = np.zeros(0, dtype=np.int64)
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
+    """``json.loads`` object hook: an object with a repeated key is not a value we accept."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise ValueError("duplicate key")
+    return out
+
+
 def _slice(text: bytes, data: bytes, start: int, end: int) -> bytes:
-    """Bytes ``start:end`` of ``text + data`` without joining them all."""
+    """Bytes ``start:end`` of ``text + data`` (``end`` inside ``data``) without joining them all."""
     base = len(text)
     if start >= base:
         return data[start - base:end - base]
-    if end <= base:
-        return bytes(text[start:end])
-    return bytes(text[start:]) + data[:end - base]
-
-
-_UNEVALUATED = frozenset({"unevaluatedProperties", "unevaluatedItems"})
-_DYNAMIC = frozenset({"$dynamicRef", "$recursiveRef"})
-_NOT_APPLIED = frozenset({"enum", "const", "default", "examples", "$defs", "definitions"})
-
-
-def _children(node: dict, index: SchemaIndex, base: str, pointer: str) -> list[Any]:
-    """The schema objects ``node`` may apply to an instance or part of it (any keyword
-    but annotations and definition containers, and its ``$ref`` target)."""
-    from constrained.errors import ConstrainedError
-
-    kids: list[Any] = []
-    for key, value in node.items():
-        if key in _NOT_APPLIED:
-            continue
-        if isinstance(value, dict):
-            kids.append(value)
-            kids.extend(v for v in value.values() if isinstance(v, dict))
-        elif isinstance(value, list):
-            kids.extend(v for v in value if isinstance(v, dict))
-    if isinstance(node.get("$ref"), str):
-        try:
-            target = index.resolve(node["$ref"], base, pointer)[0]
-            if isinstance(target, dict):
-                kids.append(target)
-        except ConstrainedError:
-            pass
-    return kids
+    return text[start:] + data[:end - base]
 
 
 def _reaching(index: SchemaIndex, targets: set[int]) -> set[int]:
     """Ids of the schema objects from which a checked one is reachable (through any keyword or $ref)."""
+    from constrained.errors import ConstrainedError
+
     parents: dict[int, set[int]] = {}
     for loc in index.all_located():
         node = loc.schema
-        for kid in _children(node, index, loc.base, loc.pointer):
+        kids: list[Any] = []
+        for key, value in node.items():
+            if key in ("enum", "const", "default", "examples"):
+                continue
+            if isinstance(value, dict):
+                kids.append(value)
+                kids.extend(v for v in value.values() if isinstance(v, dict))
+            elif isinstance(value, list):
+                kids.extend(v for v in value if isinstance(v, dict))
+        if isinstance(node.get("$ref"), str):
+            try:
+                target = index.resolve(node["$ref"], loc.base, loc.pointer)[0]
+                if isinstance(target, dict):
+                    kids.append(target)
+            except ConstrainedError:
+                pass
+        for kid in kids:
             parents.setdefault(id(kid), set()).add(id(node))
     seen = set(targets)
     todo = list(targets)
