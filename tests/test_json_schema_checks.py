@@ -260,3 +260,20 @@ def test_member_by_member_object_validation_equals_jsonschema(index: int, value)
     assert validators.is_valid(loc, value) == expected == validators.is_valid(loc, value), (schema, value)
     # the first six are split member by member; malformed and schema-valued dependencies are not
     assert (validators._member_plan(loc) is not None) == (index < 6)
+
+
+@pytest.mark.parametrize("schema", [
+    {"allOf": [{"type": "number"}, {"not": {"type": "integer"}}]},
+    {"allOf": [{"type": "number", "minimum": 0}, {"not": {"type": "integer"}}]},
+    {"type": "number", "not": {"type": "integer"}},
+])
+@settings(max_examples=60, deadline=None)
+@given(value=st.integers(-20, 20) | st.floats(-20, 20).map(lambda f: round(f, 3)) | st.just(2.0))
+def test_numbers_that_are_not_integers_are_checked_on_every_part_that_narrows_the_type(schema, value) -> None:
+    """'A number that is not an integer' is compiled as any number plus a check; the part
+    that excludes integers may not be the first part with a type (here it is a sibling)."""
+    key = ("fraction", json.dumps(schema))
+    if key not in _CACHE:
+        _CACHE[key] = compile_grammar(Grammar.from_json_schema(schema), BYTES, cache_dir=None)
+    text = json.dumps(value).encode()
+    assert _CACHE[key].accepts_bytes(text) == jsonschema.Draft202012Validator(schema).is_valid(value), text

@@ -420,10 +420,10 @@ class SchemaCompiler:
                 elif neg is not False:
                     self.check(p, "not", "not is enforced by validation")
         if "fraction" in kinds and "integer" not in kinds:
+            # every part that narrows the kinds is validated: the one excluding integers may be any of them
             for p in conj:
                 if p.has("type") or p.has("not"):
                     self.check(p, "type", "'a number that is not an integer' is compiled as any number")
-                    break
             kinds.add("integer")
         return kinds
 
