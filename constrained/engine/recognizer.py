@@ -47,6 +47,7 @@ CONTEXT_DEPTH = 2  # parse-stack levels an abstract node keeps (see Recognizer._
 MIN_ABSTRACT_DEPTH = 24
 _NEEDS_REAL_NODE = object()  # see Recognizer._on_stack_top
 _NEEDS_CONTEXT = object()    # memo entry: this computation on an abstract node needs a real one
+_MISSING = object()
 
 
 class Recognizer:
@@ -247,36 +248,29 @@ class Recognizer:
         node when the path never needs deeper context (see `_cfg_mask`).
         """
         key = (node, cset.uid)
-        if key in self._crossing_memo:
-            out = self._crossing_memo[key]
-            if out is _NEEDS_CONTEXT:
-                raise NeedsContext
-            return out
-        out = self._on_stack_top(node, lambda top: self.crossing_bits(top, cset))
-        if out is _NEEDS_REAL_NODE:
-            out = None
-            parts = []
-            try:
-                for lx in self.start_lexemes(node):
-                    live, child = cset.scan(self.dfas[lx])
-                    if live is not None:
-                        parts.append(live)
-                    if child is not None:
-                        sub = self.crossing_bits(self.after_lexeme(node, lx), child)
-                        if sub is not None:
-                            parts.append(sub)
-            except NeedsContext:     # only on an abstract node: remembered, so no other walk redoes it
-                self._crossing_memo[key] = _NEEDS_CONTEXT
-                raise
-            if len(parts) == 1:
-                out = parts[0]
-            elif parts:
-                out = parts[0] | parts[1]      # (reduce() over a list would stack it first: a copy)
-                for part in parts[2:]:
-                    out |= part
-                out.setflags(write=False)
-                self._account(out.nbytes)
-        self._crossing_memo[key] = out
+        hit = self._crossing_memo.get(key, _MISSING)
+        if hit is not _MISSING and hit is not _NEEDS_CONTEXT:
+            return hit
+        return self._memoised(self._crossing_memo, key, node, lambda top: self.crossing_bits(top, cset),
+                              lambda: self._crossing_bits_exact(node, cset))
+
+    def _crossing_bits_exact(self, node: int, cset: CrossingSet) -> np.ndarray | None:
+        parts = []
+        for lx in self.start_lexemes(node):
+            live, child = cset.scan(self.dfas[lx])
+            if live is not None:
+                parts.append(live)
+            if child is not None:
+                sub = self.crossing_bits(self.after_lexeme(node, lx), child)
+                if sub is not None:
+                    parts.append(sub)
+        if len(parts) <= 1:
+            return parts[0] if parts else None
+        out = parts[0] | parts[1]      # (reduce() over a list would stack it first: a copy)
+        for part in parts[2:]:
+            out |= part
+        out.setflags(write=False)
+        self._account(out.nbytes)
         return out
 
     def _cfg_mask(self, cfg: Config) -> np.ndarray:
@@ -287,20 +281,27 @@ class Recognizer:
         e.g. one more level of nesting, reuse the masks of earlier ones.
         """
         hit = self._cfg_mask_memo.get(cfg)
-        if hit is not None:
-            if hit is _NEEDS_CONTEXT:
-                raise NeedsContext
+        if hit is not None and hit is not _NEEDS_CONTEXT:
             return hit
         node, lex, q = cfg
-        out = self._on_stack_top(node, lambda top: self._cfg_mask((top, lex, q)))
+        return self._memoised(self._cfg_mask_memo, cfg, node, lambda top: self._cfg_mask((top, lex, q)),
+                              lambda: self._cfg_mask_exact(node, lex, q))
+
+    def _memoised(self, memo: dict, key, node: int, on_top, exact):
+        """The slow path of a per-node memo (`crossing_bits`, `_cfg_mask`): ``on_top(top)``
+        on ``node``'s abstract version when that suffices, else ``exact()``.  A computation
+        on an abstract node that needs deeper context is remembered as such, so other
+        walks reaching it fall back at once instead of redoing it."""
+        if memo.get(key, _MISSING) is _NEEDS_CONTEXT:
+            raise NeedsContext
+        out = self._on_stack_top(node, on_top)
         if out is _NEEDS_REAL_NODE:
             try:
-                out = self._cfg_mask_exact(node, lex, q)
-            except NeedsContext:     # only on an abstract node: remembered, so no other walk redoes it
-                self._cfg_mask_memo[cfg] = _NEEDS_CONTEXT
+                out = exact()
+            except NeedsContext:     # only on an abstract node
+                memo[key] = _NEEDS_CONTEXT
                 raise
-            self._account(out.nbytes)
-        self._cfg_mask_memo[cfg] = out
+        memo[key] = out
         return out
 
     def _on_stack_top(self, node: int, compute):
@@ -344,6 +345,7 @@ class Recognizer:
                 if crossing is not None:
                     out |= crossing
         out.setflags(write=False)
+        self._account(out.nbytes)
         return out
 
     def mask(self, sid: int) -> np.ndarray:
