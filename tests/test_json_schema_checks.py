@@ -234,9 +234,32 @@ MEMBERWISE = [
     {"$schema": "http://json-schema.org/draft-07/schema#", "dependencies": {"a": ["b"]},
      "dependentRequired": {"b": ["n"]}, "properties": {"b": {"type": "string"}}},   # draft-07 spelling only
     {"dependencies": {"a": ["b"]}, "dependentRequired": {"b": ["n"]}, "required": ["zb"]},  # 2020-12 spelling only
-    {"required": "a"},                                                    # malformed: whole-object validator
     {"$schema": "http://json-schema.org/draft-07/schema#", "dependencies": {"a": {"required": ["b"]}}},
+    # in-place applicators: each sub-schema by its own plan, combined as the keyword says
+    {"oneOf": [{"$ref": "#/$defs/A"}, {"required": ["b"]}, True], "$defs": {"A": {"properties": {"a": {"type": "integer"}}, "required": ["a"]}}},
+    {"anyOf": [{"required": ["a"], "properties": {"a": {"type": "string"}}}, False, {"maxProperties": 1}],
+     "allOf": [{"propertyNames": {"maxLength": 1}}, {"not": {"required": ["n"]}}]},
+    {"if": {"required": ["a"]}, "then": {"properties": {"b": {"type": "null"}}}, "else": {"minProperties": 2},
+     "dependentSchemas": {"m": {"properties": {"n": {"type": "boolean"}}}, "zb": False}},
+    {"$ref": "#/$defs/B", "properties": {"b": {"type": "integer"}}, "$defs": {"B": {"oneOf": [
+        {"required": ["a"]}, {"required": ["b"]}]}}},                   # 2020-12: $ref beside its siblings
+    {"$schema": "http://json-schema.org/draft-07/schema#", "$ref": "#/definitions/C", "required": ["zzz"],
+     "definitions": {"C": {"properties": {"a": {"const": 1}}}}},          # draft-07: siblings of $ref ignored
+    {"not": {"anyOf": [{"required": ["a"]}, {"properties": {"b": {"type": "integer"}}}]}},
+    {"allOf": [{"unevaluatedProperties": False, "properties": {"a": True}}], "oneOf": [{"required": ["m"]}, {}]},
+    # nested objects: each member's value by its own plan (recursively through "#")
+    {"properties": {"a": {"properties": {"b": {"type": "integer"}}, "required": ["b"],
+                          "additionalProperties": {"type": ["string", "object"]}}},
+     "patternProperties": {"b$": {"minProperties": 1}, "^z": False}, "additionalProperties": {"$ref": "#"},
+     "propertyNames": {"pattern": "^[abmnz]"}},
+    {"type": ["object", "array"], "properties": {"n": {"type": "object", "properties": {"m": {"$ref": "#/properties/n"}},
+                                                       "required": ["m"]}}, "additionalProperties": False},
+    # whole-object validators: malformed, annotations across applicators, dynamic scope
+    {"required": "a"},
+    {"allOf": [{"properties": {"a": True}}], "unevaluatedProperties": False},
+    {"$dynamicAnchor": "x", "$dynamicRef": "#x", "properties": {"a": {"type": "string"}}},
 ]
+PLANNED = 16       # MEMBERWISE[:PLANNED] are split by `_ObjectPlan`
 
 
 @pytest.mark.parametrize("index", range(len(MEMBERWISE)))
@@ -258,8 +281,9 @@ def test_member_by_member_object_validation_equals_jsonschema(index: int, value)
         expected = False
     # twice: the second answer comes from the member memo
     assert validators.is_valid(loc, value) == expected == validators.is_valid(loc, value), (schema, value)
-    # the first six are split member by member; malformed and schema-valued dependencies are not
-    assert (validators._member_plan(loc) is not None) == (index < 6)
+    plan = validators._member_plan(loc)
+    assert (plan is not None) == (index < PLANNED)
+    assert plan is None or plan.validator is None       # members split into their own sub-schemas
 
 
 @pytest.mark.parametrize("schema", [

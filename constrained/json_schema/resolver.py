@@ -137,6 +137,10 @@ class SchemaIndex:
                     self._walk(sub, base, f"{child_ptr}/{i}", resource, f"{child_rptr}/{i}")
 
     # ------------------------------------------------------------------ queries
+    def __len__(self) -> int:
+        """How many sub-schema objects are located (grows when a known document is loaded)."""
+        return len(self._located)
+
     def all_located(self) -> list[Located]:
         """Every sub-schema object of the document, located."""
         return list(self._located.values())
