@@ -254,12 +254,15 @@ MEMBERWISE = [
      "propertyNames": {"pattern": "^[abmnz]"}},
     {"type": ["object", "array"], "properties": {"n": {"type": "object", "properties": {"m": {"$ref": "#/properties/n"}},
                                                        "required": ["m"]}}, "additionalProperties": False},
+    # keywords of other kinds of values pass an object through
+    {"type": ["object", "array", "string"], "minLength": 2, "items": {"type": "integer"}, "minimum": 3,
+     "uniqueItems": True, "properties": {"a": {"type": "string", "pattern": "^a"}}},
     # whole-object validators: malformed, annotations across applicators, dynamic scope
     {"required": "a"},
     {"allOf": [{"properties": {"a": True}}], "unevaluatedProperties": False},
     {"$dynamicAnchor": "x", "$dynamicRef": "#x", "properties": {"a": {"type": "string"}}},
 ]
-PLANNED = 16       # MEMBERWISE[:PLANNED] are split by `_ObjectPlan`
+PLANNED = 17       # MEMBERWISE[:PLANNED] are split by `_ObjectPlan`
 
 
 @pytest.mark.parametrize("index", range(len(MEMBERWISE)))
@@ -281,9 +284,41 @@ def test_member_by_member_object_validation_equals_jsonschema(index: int, value)
         expected = False
     # twice: the second answer comes from the member memo
     assert validators.is_valid(loc, value) == expected == validators.is_valid(loc, value), (schema, value)
-    plan = validators._member_plan(loc)
-    assert (plan is not None) == (index < PLANNED)
-    assert plan is None or plan.validator is None       # members split into their own sub-schemas
+    split = validators._forward(loc) is not None or validators._member_plan(loc) is not None
+    assert split == (index < PLANNED)
+
+
+ELEMENTWISE = [
+    {"type": "array", "prefixItems": [{"type": "integer"}, {"$ref": "#/$defs/o"}], "items": {"type": "string"},
+     "minItems": 1, "maxItems": 3, "$defs": {"o": {"properties": {"a": {"type": "null"}}, "required": ["a"]}}},
+    {"$schema": "http://json-schema.org/draft-07/schema#", "items": [{"const": 1}, True],
+     "additionalItems": {"type": "array", "items": {"$ref": "#"}}},                  # draft-07 tuple
+    {"oneOf": [{"items": {"type": "integer"}}, {"items": {"type": ["integer", "string"]}}],
+     "anyOf": [{"type": "array"}, {"type": "object", "required": ["a"]}], "not": {"maxItems": 0}},
+    {"$ref": "#/$defs/list", "$defs": {"list": {"$ref": "#/$defs/inner"},
+                                       "inner": {"type": ["array", "object"], "items": {"$ref": "#/$defs/list"},
+                                                 "properties": {"a": {"$ref": "#/$defs/list"}}}}},
+    {"type": "string", "items": {"type": "integer"}},                   # no array is of the type
+]
+
+
+@pytest.mark.parametrize("index", range(len(ELEMENTWISE)))
+@settings(max_examples=200, deadline=None)
+@given(value=small_json)
+def test_element_by_element_array_validation_equals_jsonschema(index: int, value) -> None:
+    from constrained.json_schema.resolver import SchemaIndex
+    from constrained.json_schema.validation import SchemaValidators
+
+    schema = ELEMENTWISE[index]
+    index_ = SchemaIndex(schema)
+    validators = SchemaValidators(index_)
+    loc = index_.locate(schema)
+    expected = jsonschema.validators.validator_for(schema)(schema).is_valid(value)
+    assert validators.is_valid(loc, value) == expected == validators.is_valid(loc, value), (schema, value)
+    target = validators._forward(loc) or loc
+    while validators._forward(target):
+        target = validators._forward(target)
+    assert validators._array_plan(target) is not None
 
 
 @pytest.mark.parametrize("schema", [
@@ -301,3 +336,25 @@ def test_numbers_that_are_not_integers_are_checked_on_every_part_that_narrows_th
         _CACHE[key] = compile_grammar(Grammar.from_json_schema(schema), BYTES, cache_dir=None)
     text = json.dumps(value).encode()
     assert _CACHE[key].accepts_bytes(text) == jsonschema.Draft202012Validator(schema).is_valid(value), text
+
+
+@pytest.mark.parametrize("draft", ["http://json-schema.org/draft-04/schema#",
+                                   "http://json-schema.org/draft-07/schema#",
+                                   "https://json-schema.org/draft/2020-12/schema"])
+def test_type_only_schemas_use_the_drafts_own_type_semantics(draft: str) -> None:
+    from constrained.json_schema.resolver import SchemaIndex
+    from constrained.json_schema.validation import SchemaValidators
+
+    values = [None, True, False, 0, 1, 1.0, 1.5, -2, "", "a", [], [1], {}, {"a": 1}]
+    for kind in ["integer", "number", "boolean", "null", "string", "array", "object", ["integer", "null"],
+                 ["number", "string"], "any", [], 3]:
+        schema = {"$schema": draft, "type": kind}
+        index = SchemaIndex(schema)
+        validators = SchemaValidators(index)
+        reference = jsonschema.validators.validator_for(schema)(schema)
+        for value in values:
+            try:
+                expected = reference.is_valid(value)
+            except Exception:  # noqa: BLE001 - an unknown type name: never accepted
+                expected = False
+            assert validators.is_valid(index.locate(schema), value) == expected, (draft, kind, value)

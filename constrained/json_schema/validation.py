@@ -20,26 +20,14 @@ Example:
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from constrained.json_schema.keywords import ANNOTATIONS
 from constrained.json_schema.resolver import Located, SchemaIndex
+from constrained.json_schema.validation_plans import ArrayPlan, ObjectPlan
 
-# object keywords that constrain each member on its own (checked on one-member objects)
-MEMBER_KEYWORDS = frozenset({"type", "properties", "patternProperties", "additionalProperties", "propertyNames"})
-# object keywords that constrain only the set of keys (checked here directly; also
-# dependentRequired / draft-07 dependencies with arrays, where the draft knows them)
-KEY_SET_KEYWORDS = frozenset({"required", "minProperties", "maxProperties"})
-# in-place applicators: their sub-schemas apply to the same object and are validated on
-# their own (each with its own plan), combined as the keyword says
-IN_PLACE_KEYWORDS = frozenset({"allOf", "anyOf", "oneOf", "not", "if", "then", "else", "$ref",
-                               "dependentSchemas", "dependencies"})
-MEMBER_MEMO_LIMIT = 1 << 16
-def _NO_MEMBER(key: str, value: Any) -> bool:
-    return False
-
-
+_UNSET = object()
+_TYPE_NAMES = frozenset({"null", "boolean", "object", "array", "number", "string", "integer"})
 _DYNAMIC = frozenset({"$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor"})
 
 
@@ -76,7 +64,10 @@ class SchemaValidators:
         self._cls = None
         self._registry = None
         self._validators: dict[tuple[int, str], Any] = {}
-        self._member_plans: dict[tuple[int, str], _ObjectPlan | None] = {}
+        self._member_plans: dict[tuple[int, str], ObjectPlan | None] = {}
+        self._array_plans: dict[tuple[int, str], ArrayPlan | None] = {}
+        self._forwards: dict[tuple[int, str], Any] = {}
+        self._types: dict[tuple[int, str], Any] = {}
         self._dynamic = False
         self._dynamic_seen = -1
 
@@ -123,12 +114,10 @@ class SchemaValidators:
     def is_valid(self, loc: Located, value: Any) -> bool:
         """Whether ``value`` satisfies the sub-schema at ``loc``.
 
-        A non-empty object under a schema whose keywords act member by member, on
-        the key set or in place (`MEMBER_KEYWORDS`, `KEY_SET_KEYWORDS`,
-        `IN_PLACE_KEYWORDS`, annotations) is checked by an `_ObjectPlan`: key set
-        first, then one member at a time with memoised verdicts, then each in-place
-        sub-schema by its own plan.  A value check then revalidates only the member
-        that changed, not the whole object."""
+        A bare ``$ref`` defers to its target; a non-empty object or array whose
+        schema splits into parts is checked by its plan
+        (`constrained.json_schema.validation_plans`), so a value check revalidates
+        only the members and elements that changed, not the whole value."""
         try:
             return self._valid(loc, value)
         except Exception:  # noqa: BLE001 - a validator that cannot decide never accepts
@@ -137,11 +126,65 @@ class SchemaValidators:
     def _valid(self, loc: Located, value: Any) -> bool:
         """`is_valid`, raising where a validator cannot decide (so ``not`` and
         ``oneOf`` never turn an error into a verdict)."""
+        target = self._forward(loc)
+        while target is not None:                   # a bare $ref: its target decides
+            if isinstance(target, bool):
+                return target
+            loc, target = target, self._forward(target)
+        types = self._type_only(loc)
+        if types is not None:                       # {"type": ...} alone: the draft's own type checker
+            checker = self._cls.TYPE_CHECKER
+            return any(checker.is_type(value, t) for t in types)
         if isinstance(value, dict) and value:
             plan = self._member_plan(loc)
             if plan is not None:
                 return plan.is_valid(value)
+        elif isinstance(value, list) and value:
+            plan = self._array_plan(loc)
+            if plan is not None:
+                return plan.is_valid(value)
         return bool(self.validator(loc).is_valid(value))
+
+    def _forward(self, loc: Located) -> "Located | bool | None":
+        """The target of ``loc``'s ``$ref`` when nothing else there validates (draft 2019+: no
+        other keyword but annotations; up to draft 07: siblings are ignored), else None."""
+        ref = (id(loc.schema), loc.base)
+        hit = self._forwards.get(ref, _UNSET)
+        if hit is _UNSET:
+            hit = None
+            schema = loc.schema
+            if isinstance(schema, dict) and "$ref" in schema and not self.dynamic_scope():
+                if self._cls is None:
+                    self._setup()
+                legacy = "dependentRequired" not in self._cls.VALIDATORS
+                if legacy or all(k == "$ref" or k in ANNOTATIONS for k in schema):
+                    hit = self._target(loc, schema["$ref"])
+            self._forwards[ref] = hit
+        return hit
+
+    def _type_only(self, loc: Located) -> tuple[str, ...] | None:
+        """The types of a schema whose only keyword is a well-formed ``type`` (else None)."""
+        ref = (id(loc.schema), loc.base)
+        hit = self._types.get(ref, _UNSET)
+        if hit is _UNSET:
+            hit = None
+            schema = loc.schema
+            if isinstance(schema, dict) and "type" in schema and all(k == "type" or k in ANNOTATIONS
+                                                                     for k in schema):
+                if self._cls is None:
+                    self._setup()
+                t = schema["type"]
+                types = (t,) if isinstance(t, str) else tuple(t) if isinstance(t, list) else ()
+                if types and all(x in _TYPE_NAMES for x in types):
+                    hit = types
+            self._types[ref] = hit
+        return hit
+
+    def _array_plan(self, loc: Located) -> ArrayPlan | None:
+        ref = (id(loc.schema), loc.base)
+        if ref not in self._array_plans:
+            self._array_plans[ref] = ArrayPlan.plan(self, loc)
+        return self._array_plans[ref]
 
     def dynamic_scope(self) -> bool:
         """Whether any schema located so far takes part in dynamic scoping (``$dynamicRef``,
@@ -167,203 +210,8 @@ class SchemaValidators:
         here = self.index.locate(target)
         return here if here is not None and here.base == base else None
 
-    def _member_plan(self, loc: Located) -> "_ObjectPlan | None":
+    def _member_plan(self, loc: Located) -> ObjectPlan | None:
         ref = (id(loc.schema), loc.base)
         if ref not in self._member_plans:
-            self._member_plans[ref] = _ObjectPlan.plan(self, loc)
+            self._member_plans[ref] = ObjectPlan.plan(self, loc)
         return self._member_plans[ref]
-
-
-class _ObjectPlan:
-    """An object schema split into key-set conditions, a per-member schema and in-place parts.
-
-    ``{k: v}`` is valid under the per-member schema (the original without its
-    key-set and in-place keywords) iff member ``k: v`` satisfies properties,
-    patternProperties, additionalProperties, propertyNames and type of the
-    original, exactly as `jsonschema` evaluates them.  Without
-    ``unevaluatedProperties`` (which would read the in-place parts' annotations) an
-    object is valid iff its key set passes, every member passes on its own, and
-    every in-place keyword holds over the sub-schemas' own verdicts."""
-
-    def __init__(self, validators: "SchemaValidators", member_validator, required: list, min_props: int,
-                 max_props: float, dependent: dict, in_place: list[tuple]) -> None:
-        self.validators = validators
-        self.validator = member_validator
-        self.required = required
-        self.min_props = min_props
-        self.max_props = max_props
-        self.dependent = dependent
-        self.in_place = in_place
-        self.members = None          # member verdicts from the member keywords' own sub-schemas
-        self._verdicts: dict[tuple, bool] = {}
-
-    @classmethod
-    def plan(cls, validators: "SchemaValidators", loc: Located) -> "_ObjectPlan | None":
-        schema = loc.schema
-        if not isinstance(schema, dict):
-            return None
-        if validators._cls is None:
-            validators._setup()
-        known = validators._cls.VALIDATORS          # keywords this draft's validator evaluates
-        if "required" not in known or validators.dynamic_scope():
-            return None        # draft 3, or references resolved by the dynamic scope (no sub-schema alone)
-        legacy = "dependentRequired" not in known   # drafts up to 07: $ref replaces its siblings
-        if legacy and "$ref" in schema:
-            target = validators._target(loc, schema["$ref"])
-            return None if target is None else cls(validators, None, [], 0, float("inf"), {},
-                                                    [("all", [target])])
-        allowed = MEMBER_KEYWORDS | KEY_SET_KEYWORDS | IN_PLACE_KEYWORDS | {"dependentRequired"}
-        for k in schema:
-            if k in known and k not in allowed and k not in ANNOTATIONS:
-                return None      # a keyword on the whole object: the whole-object validator decides
-        required = schema.get("required", [])
-        low = schema.get("minProperties", 0)
-        high = schema.get("maxProperties", float("inf"))
-        if not (isinstance(required, list) and all(isinstance(r, str) for r in required)
-                and all(isinstance(n, (int, float)) and not isinstance(n, bool) for n in (low, high))):
-            return None          # malformed: the whole-object validator decides
-        merged: dict[str, list] = {}
-        in_place: list[tuple] = []
-
-        def sub(schema_: Any) -> Located | bool | None:
-            if isinstance(schema_, bool):
-                return schema_
-            return validators.index.locate(schema_) if isinstance(schema_, dict) else None
-
-        for k in ("dependentRequired", "dependencies", "dependentSchemas"):
-            if k not in schema or k not in known:
-                continue
-            spec = schema[k]
-            if not isinstance(spec, dict):
-                return None
-            for name, need in spec.items():
-                if k != "dependentSchemas" and isinstance(need, list) and all(isinstance(r, str) for r in need):
-                    merged.setdefault(name, []).extend(need)
-                elif k != "dependentRequired" and isinstance(need, (dict, bool)):
-                    target = sub(need)
-                    if target is None:
-                        return None
-                    in_place.append(("if-key", name, target))
-                else:
-                    return None
-        for k, kind in (("allOf", "all"), ("anyOf", "any"), ("oneOf", "one")):
-            if k in schema and k in known:
-                branches = schema[k]
-                if not isinstance(branches, list) or not branches:
-                    return None
-                targets = [sub(b) for b in branches]
-                if any(t is None for t in targets):
-                    return None
-                in_place.append((kind, targets))
-        if "not" in schema and "not" in known:
-            target = sub(schema["not"])
-            if target is None:
-                return None
-            in_place.append(("not", target))
-        if "if" in schema and "if" in known:
-            parts = [sub(schema[k]) if k in schema else True for k in ("if", "then", "else")]
-            if any(t is None for t in parts):
-                return None
-            in_place.append(("if", *parts))
-        if "$ref" in schema:
-            target = validators._target(loc, schema["$ref"])
-            if target is None:
-                return None
-            in_place.append(("all", [target]))
-        plan = cls(validators, None, required, low, high, merged, in_place)
-        if not plan._split_members(schema, known, sub):
-            member = {k: v for k, v in schema.items()          # annotations stay: $defs, $id resolve references
-                      if k not in KEY_SET_KEYWORDS and k not in IN_PLACE_KEYWORDS and k != "dependentRequired"}
-            member_loc = Located(member, loc.base, loc.pointer, loc.resource, loc.resource_pointer)
-            plan.validator = validators.validator(member_loc)
-        return plan
-
-    def _split_members(self, schema: dict, known, sub) -> bool:
-        """Read the member keywords as sub-schemas, so a member's value is validated by its own
-        plans (nested objects member by member too); False if one is not located."""
-        import re
-
-        get = {k: schema[k] for k in MEMBER_KEYWORDS if k in schema and k in known}
-        kind = get.get("type", "object")
-        if not (kind == "object" or (isinstance(kind, list) and "object" in kind)):
-            if isinstance(kind, (str, list)):
-                self.members = _NO_MEMBER          # an object is not of the type: no member passes
-                return True
-            return False
-        props, pats = get.get("properties", {}), get.get("patternProperties", {})
-        if not isinstance(props, dict) or not isinstance(pats, dict):
-            return False
-        try:
-            self.props = {name: sub(v) for name, v in props.items()}
-            self.pats = [(re.compile(pat), sub(v)) for pat, v in pats.items()]
-            # jsonschema's additionalProperties: keys neither declared nor matching the joined patterns
-            self.any_pattern = re.compile("|".join(pats)) if pats else None
-        except re.error:
-            return False
-        self.additional = sub(get["additionalProperties"]) if "additionalProperties" in get else True
-        self.names = sub(get["propertyNames"]) if "propertyNames" in get else True
-        if any(t is None for t in (*self.props.values(), *(t for _, t in self.pats), self.additional,
-                                     self.names)):
-            return False
-        self.members = self._member_ok
-        return True
-
-    def is_valid(self, value: dict) -> bool:
-        if not self.min_props <= len(value) <= self.max_props:
-            return False
-        if any(r not in value for r in self.required):
-            return False
-        if any(k in value and any(r not in value for r in need) for k, need in self.dependent.items()):
-            return False
-        if self.validator is not None or self.members is not None:
-            verdicts = self._verdicts
-            for k, v in value.items():
-                key = (k, type(v), v) if isinstance(v, (str, int, float, bool)) or v is None else \
-                    (k, "json", json.dumps(v, sort_keys=True))
-                ok = verdicts.get(key)
-                if ok is None:
-                    ok = self.members(k, v) if self.members is not None else bool(self.validator.is_valid({k: v}))
-                    if len(verdicts) >= MEMBER_MEMO_LIMIT:
-                        verdicts.clear()
-                    verdicts[key] = ok
-                if not ok:
-                    return False
-        for entry in self.in_place:
-            if not self._holds(entry, value):
-                return False
-        return True
-
-    def _member_ok(self, key: str, value: Any) -> bool:
-        """Member ``key: value`` under properties / patternProperties / additionalProperties /
-        propertyNames, each sub-schema validated by `SchemaValidators` (its own plan)."""
-        valid = self._sub_valid
-        if self.names is not True and not valid(self.names, key):
-            return False
-        target = self.props.get(key)
-        if target is not None and not valid(target, value):
-            return False
-        for pattern, target in self.pats:
-            if pattern.search(key) and not valid(target, value):
-                return False
-        if self.additional is not True and key not in self.props and \
-                (self.any_pattern is None or not self.any_pattern.search(key)):
-            return valid(self.additional, value)
-        return True
-
-    def _holds(self, entry: tuple, value: dict) -> bool:
-        kind = entry[0]
-        valid = self._sub_valid
-        if kind == "all":
-            return all(valid(t, value) for t in entry[1])
-        if kind == "any":
-            return any(valid(t, value) for t in entry[1])
-        if kind == "one":
-            return sum(1 for t in entry[1] if valid(t, value)) == 1
-        if kind == "not":
-            return not valid(entry[1], value)
-        if kind == "if":
-            return valid(entry[2], value) if valid(entry[1], value) else valid(entry[3], value)
-        return entry[1] not in value or valid(entry[2], value)         # "if-key": dependent schema
-
-    def _sub_valid(self, target: "Located | bool", value: Any) -> bool:
-        return target if isinstance(target, bool) else self.validators._valid(target, value)
