@@ -64,10 +64,11 @@ class SchemaValidators:
         self._cls = None
         self._registry = None
         self._validators: dict[tuple[int, str], Any] = {}
+        # per located sub-schema: its object plan, array plan, $ref it defers to, bare types
         self._member_plans: dict[tuple[int, str], ObjectPlan | None] = {}
         self._array_plans: dict[tuple[int, str], ArrayPlan | None] = {}
-        self._forwards: dict[tuple[int, str], Any] = {}
-        self._types: dict[tuple[int, str], Any] = {}
+        self._forwards: dict[tuple[int, str], Located | bool | None] = {}
+        self._types: dict[tuple[int, str], tuple[str, ...] | None] = {}
         self._dynamic = False
         self._dynamic_seen = -1
 
@@ -119,13 +120,13 @@ class SchemaValidators:
         (`constrained.json_schema.validation_plans`), so a value check revalidates
         only the members and elements that changed, not the whole value."""
         try:
-            return self._valid(loc, value)
+            return self.decide(loc, value)
         except Exception:  # noqa: BLE001 - a validator that cannot decide never accepts
             return False
 
-    def _valid(self, loc: Located, value: Any) -> bool:
+    def decide(self, loc: Located, value: Any) -> bool:
         """`is_valid`, raising where a validator cannot decide (so ``not`` and
-        ``oneOf`` never turn an error into a verdict)."""
+        ``oneOf`` of plans never turn an error into a verdict)."""
         target = self._forward(loc)
         while target is not None:                   # a bare $ref: its target decides
             if isinstance(target, bool):
@@ -133,7 +134,7 @@ class SchemaValidators:
             loc, target = target, self._forward(target)
         types = self._type_only(loc)
         if types is not None:                       # {"type": ...} alone: the draft's own type checker
-            checker = self._cls.TYPE_CHECKER
+            checker = self.validator_class.TYPE_CHECKER
             return any(checker.is_type(value, t) for t in types)
         if isinstance(value, dict) and value:
             plan = self._member_plan(loc)
@@ -145,46 +146,57 @@ class SchemaValidators:
                 return plan.is_valid(value)
         return bool(self.validator(loc).is_valid(value))
 
-    def _forward(self, loc: Located) -> "Located | bool | None":
+    @property
+    def validator_class(self):
+        """The `jsonschema` validator class of the document's draft."""
+        if self._cls is None:
+            self._setup()
+        return self._cls
+
+    @property
+    def refs_replace_siblings(self) -> bool:
+        """Drafts up to 07: a ``$ref`` makes its sibling keywords ignored."""
+        return "dependentRequired" not in self.validator_class.VALIDATORS
+
+    @staticmethod
+    def _per_loc(store: dict, loc: Located, compute):
+        ref = (id(loc.schema), loc.base)
+        hit = store.get(ref, _UNSET)
+        if hit is _UNSET:
+            hit = store[ref] = compute(loc)
+        return hit
+
+    def _forward(self, loc: Located) -> Located | bool | None:
         """The target of ``loc``'s ``$ref`` when nothing else there validates (draft 2019+: no
         other keyword but annotations; up to draft 07: siblings are ignored), else None."""
-        ref = (id(loc.schema), loc.base)
-        hit = self._forwards.get(ref, _UNSET)
-        if hit is _UNSET:
-            hit = None
+        def compute(loc: Located) -> Located | bool | None:
             schema = loc.schema
-            if isinstance(schema, dict) and "$ref" in schema and not self.dynamic_scope():
-                if self._cls is None:
-                    self._setup()
-                legacy = "dependentRequired" not in self._cls.VALIDATORS
-                if legacy or all(k == "$ref" or k in ANNOTATIONS for k in schema):
-                    hit = self._target(loc, schema["$ref"])
-            self._forwards[ref] = hit
-        return hit
+            if not isinstance(schema, dict) or "$ref" not in schema or self.dynamic_scope():
+                return None
+            if self.refs_replace_siblings or all(k == "$ref" or k in ANNOTATIONS for k in schema):
+                return self.ref_target(loc, schema["$ref"])
+            return None
+
+        return self._per_loc(self._forwards, loc, compute)
 
     def _type_only(self, loc: Located) -> tuple[str, ...] | None:
         """The types of a schema whose only keyword is a well-formed ``type`` (else None)."""
-        ref = (id(loc.schema), loc.base)
-        hit = self._types.get(ref, _UNSET)
-        if hit is _UNSET:
-            hit = None
+        def compute(loc: Located) -> tuple[str, ...] | None:
             schema = loc.schema
-            if isinstance(schema, dict) and "type" in schema and all(k == "type" or k in ANNOTATIONS
-                                                                     for k in schema):
-                if self._cls is None:
-                    self._setup()
-                t = schema["type"]
-                types = (t,) if isinstance(t, str) else tuple(t) if isinstance(t, list) else ()
-                if types and all(x in _TYPE_NAMES for x in types):
-                    hit = types
-            self._types[ref] = hit
-        return hit
+            if not isinstance(schema, dict) or "type" not in schema or \
+                    not all(k == "type" or k in ANNOTATIONS for k in schema):
+                return None
+            t = schema["type"]
+            types = (t,) if isinstance(t, str) else tuple(t) if isinstance(t, list) else ()
+            return types if types and all(x in _TYPE_NAMES for x in types) else None
+
+        return self._per_loc(self._types, loc, compute)
+
+    def _member_plan(self, loc: Located) -> ObjectPlan | None:
+        return self._per_loc(self._member_plans, loc, lambda loc: ObjectPlan.plan(self, loc))
 
     def _array_plan(self, loc: Located) -> ArrayPlan | None:
-        ref = (id(loc.schema), loc.base)
-        if ref not in self._array_plans:
-            self._array_plans[ref] = ArrayPlan.plan(self, loc)
-        return self._array_plans[ref]
+        return self._per_loc(self._array_plans, loc, lambda loc: ArrayPlan.plan(self, loc))
 
     def dynamic_scope(self) -> bool:
         """Whether any schema located so far takes part in dynamic scoping (``$dynamicRef``,
@@ -195,7 +207,7 @@ class SchemaValidators:
             self._dynamic_seen = len(self.index)
         return self._dynamic
 
-    def _target(self, loc: Located, ref: Any) -> "Located | bool | None":
+    def ref_target(self, loc: Located, ref: Any) -> Located | bool | None:
         """Where ``$ref`` at ``loc`` points (None: not a sub-schema this index located)."""
         from constrained.errors import ConstrainedError
 
@@ -209,9 +221,3 @@ class SchemaValidators:
             return target
         here = self.index.locate(target)
         return here if here is not None and here.base == base else None
-
-    def _member_plan(self, loc: Located) -> ObjectPlan | None:
-        ref = (id(loc.schema), loc.base)
-        if ref not in self._member_plans:
-            self._member_plans[ref] = ObjectPlan.plan(self, loc)
-        return self._member_plans[ref]

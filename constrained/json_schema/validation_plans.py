@@ -75,10 +75,8 @@ def _sub(validators: "SchemaValidators", schema: Any) -> Target | None:
     return validators.index.locate(schema) if isinstance(schema, dict) else None
 
 
-def _known(validators: "SchemaValidators") -> frozenset:
-    if validators._cls is None:
-        validators._setup()
-    return validators._cls.VALIDATORS          # keywords this draft's validator evaluates
+def _known(validators: "SchemaValidators"):
+    return validators.validator_class.VALIDATORS          # keywords this draft's validator evaluates
 
 
 def _in_place(validators: "SchemaValidators", loc: Located, known) -> list[tuple] | None:
@@ -105,9 +103,9 @@ def _in_place(validators: "SchemaValidators", loc: Located, known) -> list[tuple
             return None
         out.append(("if", *parts))
     if "$ref" in schema:
-        if "dependentRequired" not in known:          # up to draft 07 $ref replaces its siblings
+        if validators.refs_replace_siblings:          # not in place: `SchemaValidators` defers to the target
             return None
-        target = validators._target(loc, schema["$ref"])
+        target = validators.ref_target(loc, schema["$ref"])
         if target is None:
             return None
         out.append(("all", [target]))
@@ -154,7 +152,7 @@ class _Plan:
         self._verdicts: dict[tuple, bool] = {}
 
     def _valid(self, target: Target, value: Any) -> bool:
-        return target if isinstance(target, bool) else self.validators._valid(target, value)
+        return target if isinstance(target, bool) else self.validators.decide(target, value)
 
     def _memoised(self, key: tuple, compute: Callable[[], bool]) -> bool:
         ok = self._verdicts.get(key)
