@@ -262,26 +262,29 @@ MEMBERWISE = [
     {"allOf": [{"properties": {"a": True}}], "unevaluatedProperties": False},
     {"$dynamicAnchor": "x", "$dynamicRef": "#x", "properties": {"a": {"type": "string"}}},
 ]
-PLANNED = 17       # MEMBERWISE[:PLANNED] are split by `_ObjectPlan`
+PLANNED = 17       # MEMBERWISE[:PLANNED] are split by `ObjectPlan`
+
+
+def _split_and_reference(schema, value):
+    """Our validators, the schema's location, and `jsonschema`'s verdict on ``value``
+    (a schema on which `jsonschema` raises counts as rejecting, as ours does)."""
+    from constrained.json_schema.resolver import SchemaIndex
+    from constrained.json_schema.validation import SchemaValidators
+
+    index = SchemaIndex(schema)
+    try:
+        expected = jsonschema.validators.validator_for(schema)(schema).is_valid(value)
+    except Exception:  # noqa: BLE001
+        expected = False
+    return SchemaValidators(index), index.locate(schema), expected
 
 
 @pytest.mark.parametrize("index", range(len(MEMBERWISE)))
 @settings(max_examples=200, deadline=None)
 @given(value=small_json)
 def test_member_by_member_object_validation_equals_jsonschema(index: int, value) -> None:
-    from constrained.json_schema.resolver import SchemaIndex
-    from constrained.json_schema.validation import SchemaValidators
-
     schema = MEMBERWISE[index]
-    index_ = SchemaIndex(schema)
-    validators = SchemaValidators(index_)
-    loc = index_.locate(schema)
-    try:
-        expected = jsonschema.validators.validator_for(schema)(schema).is_valid(value)
-    except jsonschema.exceptions.SchemaError:
-        expected = False
-    except Exception:  # noqa: BLE001 - jsonschema raising on a malformed schema: we reject
-        expected = False
+    validators, loc, expected = _split_and_reference(schema, value)
     # twice: the second answer comes from the member memo
     assert validators.is_valid(loc, value) == expected == validators.is_valid(loc, value), (schema, value)
     split = validators._forward(loc) is not None or validators._member_plan(loc) is not None
@@ -306,14 +309,8 @@ ELEMENTWISE = [
 @settings(max_examples=200, deadline=None)
 @given(value=small_json)
 def test_element_by_element_array_validation_equals_jsonschema(index: int, value) -> None:
-    from constrained.json_schema.resolver import SchemaIndex
-    from constrained.json_schema.validation import SchemaValidators
-
     schema = ELEMENTWISE[index]
-    index_ = SchemaIndex(schema)
-    validators = SchemaValidators(index_)
-    loc = index_.locate(schema)
-    expected = jsonschema.validators.validator_for(schema)(schema).is_valid(value)
+    validators, loc, expected = _split_and_reference(schema, value)
     assert validators.is_valid(loc, value) == expected == validators.is_valid(loc, value), (schema, value)
     target = validators._forward(loc) or loc
     while validators._forward(target):

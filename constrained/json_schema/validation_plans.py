@@ -64,6 +64,8 @@ ARRAY_ONLY = ELEMENT_KEYWORDS - {"type"} | {"uniqueItems", "contains", "minConta
                                             "unevaluatedItems"}
 SCALAR_ONLY = frozenset({"minLength", "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum",
                          "exclusiveMaximum", "multipleOf"})
+_OBJECT_SPLIT = MEMBER_KEYWORDS | KEY_SET_KEYWORDS | IN_PLACE_KEYWORDS | DEPENDENT_KEYWORDS | ARRAY_ONLY | SCALAR_ONLY
+_ARRAY_SPLIT = ELEMENT_KEYWORDS | IN_PLACE_KEYWORDS | OBJECT_ONLY | SCALAR_ONLY
 MEMO_LIMIT = 1 << 16
 
 Target = Located | bool          # a located sub-schema, or a boolean schema
@@ -75,8 +77,21 @@ def _sub(validators: "SchemaValidators", schema: Any) -> Target | None:
     return validators.index.locate(schema) if isinstance(schema, dict) else None
 
 
-def _known(validators: "SchemaValidators"):
-    return validators.validator_class.VALIDATORS          # keywords this draft's validator evaluates
+def _splittable(validators: "SchemaValidators", schema: Any, allowed: frozenset):
+    """The keywords the draft evaluates, if every one of them in ``schema`` is in ``allowed``
+    (annotations aside) and nothing resolves dynamically; else None."""
+    if not isinstance(schema, dict) or validators.dynamic_scope():
+        return None
+    known = validators.validator_class.VALIDATORS
+    if any(k in known and k not in allowed and k not in ANNOTATIONS for k in schema):
+        return None
+    return known
+
+
+def _bounds(schema: dict, low: str, high: str) -> tuple[float, float] | None:
+    """``(schema[low], schema[high])`` with defaults 0 and infinity (None: not numbers)."""
+    pair = (schema.get(low, 0), schema.get(high, float("inf")))
+    return pair if all(isinstance(n, (int, float)) and not isinstance(n, bool) for n in pair) else None
 
 
 def _in_place(validators: "SchemaValidators", loc: Located, known) -> list[tuple] | None:
@@ -184,21 +199,16 @@ class ObjectPlan(_Plan):
     @classmethod
     def plan(cls, validators: "SchemaValidators", loc: Located) -> "ObjectPlan | None":
         schema = loc.schema
-        if not isinstance(schema, dict) or validators.dynamic_scope():
+        known = _splittable(validators, schema, _OBJECT_SPLIT)
+        if known is None or "required" not in known:  # a keyword on the whole object, or draft 3
             return None
-        known = _known(validators)
-        if "required" not in known:                  # draft 3
-            return None
-        allowed = MEMBER_KEYWORDS | KEY_SET_KEYWORDS | IN_PLACE_KEYWORDS | DEPENDENT_KEYWORDS | ARRAY_ONLY | SCALAR_ONLY
-        if any(k in known and k not in allowed and k not in ANNOTATIONS for k in schema):
-            return None        # a keyword on the whole object: the whole-object validator decides
         required = schema.get("required", [])
-        low, high = schema.get("minProperties", 0), schema.get("maxProperties", float("inf"))
+        bounds = _bounds(schema, "minProperties", "maxProperties")
         typed = _type_allows(schema, "object")
-        if typed is None or not (isinstance(required, list) and all(isinstance(r, str) for r in required)
-                                 and all(isinstance(n, (int, float)) and not isinstance(n, bool)
-                                         for n in (low, high))):
+        if typed is None or bounds is None or not (isinstance(required, list)
+                                                   and all(isinstance(r, str) for r in required)):
             return None        # malformed: the whole-object validator decides
+        low, high = bounds
         in_place = _in_place(validators, loc, known)
         if in_place is None:
             return None
@@ -281,16 +291,14 @@ class ArrayPlan(_Plan):
     @classmethod
     def plan(cls, validators: "SchemaValidators", loc: Located) -> "ArrayPlan | None":
         schema = loc.schema
-        if not isinstance(schema, dict) or validators.dynamic_scope():
-            return None
-        known = _known(validators)
-        allowed = ELEMENT_KEYWORDS | IN_PLACE_KEYWORDS | OBJECT_ONLY | SCALAR_ONLY
-        if any(k in known and k not in allowed and k not in ANNOTATIONS for k in schema):
+        known = _splittable(validators, schema, _ARRAY_SPLIT)
+        if known is None:
             return None
         typed = _type_allows(schema, "array")
-        low, high = schema.get("minItems", 0), schema.get("maxItems", float("inf"))
-        if typed is None or not all(isinstance(n, (int, float)) and not isinstance(n, bool) for n in (low, high)):
+        bounds = _bounds(schema, "minItems", "maxItems")
+        if typed is None or bounds is None:
             return None
+        low, high = bounds
         in_place = _in_place(validators, loc, known)
         if in_place is None:
             return None
