@@ -185,16 +185,14 @@ class _Plan:
 class ObjectPlan(_Plan):
     """A non-empty object: key set, members by their own sub-schemas, in-place parts."""
 
-    def __init__(self, validators: "SchemaValidators", in_place: list[tuple], required: list, low, high,
-                 dependent: dict[str, list]) -> None:
+    def __init__(self, validators: "SchemaValidators", in_place: list[tuple], *, typed: bool, required: list,
+                 low, high, dependent: dict[str, list], props: dict[str, Target],
+                 pats: list[tuple[re.Pattern, Target]], additional: Target, names: Target) -> None:
         super().__init__(validators, in_place)
-        self.required, self.low, self.high, self.dependent = required, low, high, dependent
-        self.typed = True
-        self.props: dict[str, Target] = {}
-        self.pats: list[tuple[re.Pattern, Target]] = []
-        self.any_pattern: re.Pattern | None = None
-        self.additional: Target = True
-        self.names: Target = True
+        self.typed, self.required, self.low, self.high, self.dependent = typed, required, low, high, dependent
+        self.props, self.pats, self.additional, self.names = props, pats, additional, names
+        # jsonschema's additionalProperties: keys neither declared nor matching the joined patterns
+        self.any_pattern = re.compile("|".join(p.pattern for p, _ in pats)) if pats else None
 
     @classmethod
     def plan(cls, validators: "SchemaValidators", loc: Located) -> "ObjectPlan | None":
@@ -229,26 +227,24 @@ class ObjectPlan(_Plan):
                     in_place.append(("if-key", name, target))
                 else:
                     return None
-        plan = cls(validators, in_place, required, low, high, dependent)
-        plan.typed = typed
         props = schema.get("properties", {}) if "properties" in known else {}
         pats = schema.get("patternProperties", {}) if "patternProperties" in known else {}
         if not isinstance(props, dict) or not isinstance(pats, dict):
             return None
         try:
-            plan.props = {name: _sub(validators, v) for name, v in props.items()}
-            plan.pats = [(re.compile(pat), _sub(validators, v)) for pat, v in pats.items()]
-            # jsonschema's additionalProperties: keys neither declared nor matching the joined patterns
-            plan.any_pattern = re.compile("|".join(pats)) if pats else None
+            compiled = [(re.compile(pat), _sub(validators, v)) for pat, v in pats.items()]
+            re.compile("|".join(pats))
         except re.error:
             return None
-        if "additionalProperties" in schema and "additionalProperties" in known:
-            plan.additional = _sub(validators, schema["additionalProperties"])
-        if "propertyNames" in schema and "propertyNames" in known:
-            plan.names = _sub(validators, schema["propertyNames"])
-        if any(t is None for t in (*plan.props.values(), *(t for _, t in plan.pats), plan.additional, plan.names)):
+        members = {name: _sub(validators, v) for name, v in props.items()}
+        additional = _sub(validators, schema["additionalProperties"]) \
+            if "additionalProperties" in schema and "additionalProperties" in known else True
+        names = _sub(validators, schema["propertyNames"]) \
+            if "propertyNames" in schema and "propertyNames" in known else True
+        if any(t is None for t in (*members.values(), *(t for _, t in compiled), additional, names)):
             return None
-        return plan
+        return cls(validators, in_place, typed=typed, required=required, low=low, high=high, dependent=dependent,
+                   props=members, pats=compiled, additional=additional, names=names)
 
     def is_valid(self, value: dict) -> bool:
         if not self.typed:
