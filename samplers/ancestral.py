@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from samplers.base import Sample
+from samplers.base import Sample, multinomial
 from samplers.constraint import Constraint
 
 
@@ -51,10 +51,8 @@ class TokenRule:
         """Called with each token emitted under this rule (stateful rules update here)."""
 
     def choose(self, masked, generator) -> int:
-        import torch
-
         probs = self.probabilities(masked)
-        token = int(torch.multinomial(probs, 1, generator=generator).item())
+        token = multinomial(probs, generator)
         self.observe(token, masked)
         return token
 
@@ -104,7 +102,7 @@ class TopP(TokenRule):
         probs = torch.softmax(masked / max(self.temperature, 1e-6), dim=-1)
         order = torch.argsort(probs, descending=True)
         cum = torch.cumsum(probs[order], dim=-1)
-        n = int(torch.searchsorted(cum, torch.tensor(self.p, dtype=cum.dtype)).item()) + 1
+        n = int(torch.searchsorted(cum, torch.tensor(self.p, dtype=cum.dtype, device=cum.device)).item()) + 1
         finite = int(torch.isfinite(masked).sum().item())
         return order[:max(1, min(n, finite))]
 

@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from constrained.errors import SamplerError
-from samplers.base import Sample
+from samplers.base import Sample, uniform
 
 TRIE_FORMAT = 1
 
@@ -203,7 +203,7 @@ class ASAp:
         from constrained.masks import unpack_mask
 
         logits = session.logits().double()
-        logp = torch.log_softmax(logits / max(self.temperature, 1e-6), dim=-1).numpy()
+        logp = torch.log_softmax(logits / max(self.temperature, 1e-6), dim=-1).cpu().numpy()
         if depth >= max_tokens:
             allowed = np.array([t for t in eos if constraint.is_accepting()], dtype=np.int64)
         else:
@@ -244,7 +244,7 @@ class ASAp:
             if not total > 0:
                 stop = "dead_end" if len(tokens) < max_tokens else "max_tokens"
                 break
-            u = float(torch.rand(1, generator=generator, dtype=torch.float64)) * total
+            u = float(uniform(1, generator, torch.float64)) * total
             i = min(int(np.searchsorted(np.cumsum(w), u, side="right")), len(w) - 1)
             t = int(node.tokens[i])
             logprob += float(node.logp[i])

@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from samplers.base import Sample
+from samplers.base import Sample, multinomial, uniform
 
 _FIRST_CHUNK = 16
 
@@ -69,8 +69,9 @@ def awrs_step(logits, constraint, eos_ids, generator=None, temperature: float = 
     scales them first."""
     import torch
 
-    logp = torch.log_softmax(logits.double() / max(temperature, 1e-6), dim=-1)
-    u = torch.rand(logp.shape, generator=generator, dtype=torch.float64).clamp_(1e-300, 1.0)
+    # on the CPU: the draws below read single entries, each a device sync on a GPU
+    logp = torch.log_softmax(logits.double() / max(temperature, 1e-6), dim=-1).cpu()
+    u = uniform(logp.shape, generator, torch.float64).clamp_(1e-300, 1.0)
     keys = logp - torch.log(-torch.log(u))             # Gumbel keys: their order is sampling w/o replacement
     eos = set(int(t) for t in eos_ids)
     accepting: list[bool] = []
@@ -103,7 +104,7 @@ def eos_draw(logp, eos: list[int], generator=None) -> tuple[int, float]:
     ``logp`` (log-probabilities), and the log of their total mass (the step's weight)."""
     import torch
 
-    t = eos[int(torch.multinomial(torch.softmax(logp[eos], 0), 1, generator=generator))]
+    t = eos[multinomial(torch.softmax(logp[eos], 0), generator)]
     return t, float(torch.logsumexp(logp[eos], 0))
 
 

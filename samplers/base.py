@@ -45,6 +45,36 @@ class Sample:
         return self.stop == "eos"
 
 
+def multinomial(probs, generator=None) -> int:
+    """One index drawn with probability proportional to ``probs`` (a 1-D torch tensor on
+    any device).  The draw is made on ``generator``'s device: a seeded CPU generator
+    (``torch.Generator().manual_seed(s)``, what `constrained.generate` makes for
+    ``seed=``) works when the model's logits live on a GPU, and gives the same draws
+    there as on the CPU for the same probabilities.  Without a generator the draw is
+    made where ``probs`` are (torch's global generator of that device).
+
+    Example:
+        >>> import torch
+        >>> multinomial(torch.tensor([0.0, 1.0, 0.0]), torch.Generator().manual_seed(0))
+        1
+    """
+    import torch
+
+    if generator is not None and probs.device != generator.device:
+        probs = probs.to(generator.device)
+    return int(torch.multinomial(probs, 1, generator=generator))
+
+
+def uniform(shape=1, generator=None, dtype=None):
+    """Uniform draws in [0, 1) of ``shape`` from ``generator``, made on its device (the
+    CPU's global generator without one) and returned on the CPU (a torch tensor), so a
+    CUDA generator works too."""
+    import torch
+
+    device = generator.device if generator is not None else "cpu"
+    return torch.rand(shape, generator=generator, device=device, dtype=dtype or torch.float32).cpu()
+
+
 class Sampler(Protocol):
     """``run(source, constraint, eos_ids, max_tokens=..., generator=...) -> list[Sample]``."""
 

@@ -91,7 +91,7 @@ class MirostatV1(_Mirostat):
         top = probs[order[:min(self.m, finite)]]
         if top.numel() < 2:
             return 1
-        i = torch.arange(1, top.numel(), dtype=torch.float64)
+        i = torch.arange(1, top.numel(), dtype=torch.float64, device=top.device)
         t = torch.log((i + 1) / i)
         b = torch.log(top[:-1].clamp_min(1e-300) / top[1:].clamp_min(1e-300))
         s_hat = float((t * b).sum() / (t * t).sum())

@@ -38,7 +38,7 @@ import numpy as np
 
 from constrained.masks import apply_token_mask
 from samplers.awrs import awrs_step, eos_draw
-from samplers.base import Sample
+from samplers.base import Sample, multinomial, uniform
 
 RESAMPLING = ("multinomial", "systematic")
 PROPOSALS = ("awrs", "mask")
@@ -64,9 +64,9 @@ def resample(weights, method: str, generator=None) -> list[int]:
     cdf = np.cumsum(w / w.sum())
     cdf[-1] = 1.0
     if method == "multinomial":
-        u = torch.rand(n, generator=generator, dtype=torch.float64).numpy()
+        u = uniform(n, generator, torch.float64).numpy()
     elif method == "systematic":
-        u = (np.arange(n) + float(torch.rand(1, generator=generator, dtype=torch.float64))) / n
+        u = (np.arange(n) + float(uniform(1, generator, torch.float64))) / n
     else:
         raise ValueError(f"resampling must be one of {RESAMPLING}, not {method!r}")
     return [int(i) for i in np.searchsorted(cdf, u, side="right").clip(0, n - 1)]
@@ -156,8 +156,7 @@ class SMC:
                 else:
                     masked = apply_token_mask(tempered.clone(), cons[i].mask())
                     log_z = float(torch.logsumexp(masked, 0))
-                    t = None if log_z == -math.inf else \
-                        int(torch.multinomial(torch.softmax(masked, 0), 1, generator=generator))
+                    t = None if log_z == -math.inf else multinomial(torch.softmax(masked, 0), generator)
                 if t is None:
                     logw[i], stops[i] = -math.inf, "dead_end"
                     continue

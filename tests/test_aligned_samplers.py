@@ -365,7 +365,7 @@ def test_awrs_matches_the_masked_softmax_on_the_default_model() -> None:
     assert m.advance_many(prefix) == len(prefix)
     session = lm.session(lm.prompt_ids("Describe a book as JSON.") + prefix)
     logits = session.logits()
-    logp = torch.log_softmax(logits.double(), 0).numpy()
+    logp = torch.log_softmax(logits.double(), 0).cpu().numpy()
     from constrained.masks import unpack_mask
 
     allowed = np.flatnonzero(unpack_mask(m.mask(), len(lm.vocab)))

@@ -13,7 +13,12 @@ argmax); the first rejection is replaced by a draw from the residual
 next position's ``p``.  The KV cache is cropped to the accepted prefix.  Every
 emitted token is therefore distributed exactly as the non-speculative sampler with
 the same per-step distribution would emit it (Leviathan et al. 2023, Chen et al.
-2023), and greedy output is token-for-token the same.
+2023), and greedy output is token-for-token the same — given the same logits.  A
+forward pass over k+1 tokens is not bit-identical to k+1 one-token passes (other
+kernels, other rounding), most visibly in float16 on a GPU: a near-tie can then be
+broken the other way (seen on an H100 in float16: a digit whose top-two logits were
+0.04 apart in float32), so a GPU half-precision run may differ from non-speculative
+decoding there, as two non-speculative runs with different batch shapes may.
 
 The draft length adapts: the decoder keeps a running estimate ``r`` of the chance
 a drafted token is accepted and drafts ``k`` tokens with ``r^k`` above
@@ -36,7 +41,7 @@ import math
 from typing import Protocol
 
 from constrained.masks import apply_token_mask
-from samplers.base import Sample
+from samplers.base import Sample, multinomial, uniform
 
 
 class StepTarget(Protocol):
@@ -136,9 +141,11 @@ def speculative_decode(session, constraint, eos_ids: tuple[int, ...], *, drafter
     EOS, decoding stops without a forward pass (as with jump-forward); that EOS adds
     nothing to ``Sample.logprob`` (``info["forced_eos"]``).  ``Sample.info``:
     ``forwards`` (target forward passes), ``drafted``, ``accepted`` (drafted tokens
-    accepted), ``tokens_per_forward``.  ``overlap_masks`` computes the masks along the
-    draft in a worker thread while the target's forward pass runs (default: when the
-    model is on a GPU, where the forward does not need the CPU)."""
+    accepted), ``tokens_per_forward``, ``overlap_masks`` (whether it was used).
+    ``overlap_masks`` computes the masks along the draft in a worker thread while the
+    target's forward pass runs (default: when the model is on a GPU, where the forward
+    does not need the CPU).  Random draws are made on ``generator``'s device (a seeded
+    CPU generator works with a model on a GPU)."""
     import torch
 
     from constrained.decoding import _bit, _only_eos, restrict_to
@@ -208,7 +215,7 @@ def speculative_decode(session, constraint, eos_ids: tuple[int, ...], *, drafter
                 else:
                     px = float(p[x])
                     chance = px if q is None else min(1.0, px / max(float(q[x]), 1e-300))
-                    ok = float(torch.rand(1, generator=generator)) < chance
+                    ok = float(uniform(1, generator)) < chance
                 if ok:
                     target.observe(x, masked, tokens)
                     logprob += float(torch.log_softmax(logits.double(), -1)[x])
@@ -229,9 +236,9 @@ def speculative_decode(session, constraint, eos_ids: tuple[int, ...], *, drafter
                         residual = (residual - q.double()).clamp_min(0.0)
                     if not residual.sum() > 0:       # pragma: no cover - p(x) < 1 leaves mass
                         residual = p.clone().double()
-                    y = int(torch.multinomial(residual / residual.sum(), 1, generator=generator))
+                    y = multinomial(residual / residual.sum(), generator)
             else:
-                y = int(masked.argmax()) if greedy else int(torch.multinomial(p.double(), 1, generator=generator))
+                y = int(masked.argmax()) if greedy else multinomial(p.double(), generator)
             target.observe(y, masked, tokens)
             logprob += float(torch.log_softmax(logits.double(), -1)[y])
             if not constraint.advance(y):          # pragma: no cover - y is allowed
@@ -254,7 +261,7 @@ def speculative_decode(session, constraint, eos_ids: tuple[int, ...], *, drafter
             stop = "max_tokens"
     return Sample(tokens, logprob, stop or "eos", info={
         "forwards": forwards, "drafted": drafted, "accepted": accepted_total, "forced_eos": forced_eos,
-        "tokens_per_forward": (len(tokens) + (stop == "eos")) / max(1, forwards)})
+        "overlap_masks": bool(overlap_masks), "tokens_per_forward": (len(tokens) + (stop == "eos")) / max(1, forwards)})
 
 
 class SpeculativeSampler:

@@ -199,6 +199,7 @@ class ModelDrafter:
 
         from constrained.masks import apply_token_mask
         from samplers import Greedy
+        from samplers.base import multinomial
 
         if k <= 0 or not context:
             return Draft()
@@ -214,7 +215,7 @@ class ModelDrafter:
                 q = None
                 confidence = float(torch.softmax(masked.double(), 0)[t])
             else:
-                t = int(torch.multinomial(probs, 1, generator=generator))
+                t = multinomial(probs, generator)
                 q = probs
                 confidence = float(probs[t])
             if (out.tokens and confidence < self.min_confidence) or t in self.lm.eos_ids:
