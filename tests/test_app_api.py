@@ -147,6 +147,10 @@ def test_cli_extract_texts_prints_json_lines(tmp_path, capsys) -> None:
     assert "exactly one of --text, --texts" in capsys.readouterr().err
 
 
+@pytest.mark.skipif(__import__("torch").cuda.is_available(),
+                    reason="the default model runs in float16 on a GPU, where a k-token verification pass "
+                           "rounds unlike k one-token passes and near-ties may break the other way "
+                           "(see constrained/speculative/decoder.py); tests/test_cuda.py checks the identity in float32")
 def test_speculative_extract_and_cli_match_plain_greedy(tmp_path, capsys) -> None:
     from constrained.cli import main
     from samplers import AncestralSampler, Greedy
