@@ -12,6 +12,7 @@ the prompt's prefill; per run: output tokens (EOS counts as one), forced tokens,
 seconds.  Reported: tokens/s of each mode and the ratios to unconstrained.
 
     python benchmarks/decoding_speed.py [--model default] [--repeats 2] [--out benchmarks/results]
+        [--device cuda] [--dtype float16] [--name decoding_speed]
 """
 
 from __future__ import annotations
@@ -59,15 +60,16 @@ def _row(mode: str, outs: list, seconds: float) -> dict:
             "forced": sum(o.forced for o in outs), "seconds": seconds, "stops": [o.stop for o in outs]}
 
 
-def run(model: str, repeats: int, max_tokens: int) -> dict:
+def run(model: str, repeats: int, max_tokens: int, *, device: str | None = None, dtype: str | None = None) -> dict:
     from constrained import compile_grammar
     from constrained.app import DEFAULT_INSTRUCTIONS, extraction_grammar
     from constrained.decoding import decode_batch, decode_loop
     from constrained.models import LanguageModel
     from samplers import Greedy
     from samplers.constraint import Unconstrained
+    from speculative_speed import environment
 
-    lm = LanguageModel.load(model)
+    lm = LanguageModel.load(model, device=device, dtype=dtype)
     rows = []
     tasks = []
     for schema, text in TASKS:
@@ -101,7 +103,7 @@ def run(model: str, repeats: int, max_tokens: int) -> dict:
     summary["ratio_constrained"] = summary["constrained"]["tokens_per_s"] / base
     summary["ratio_jump_forward"] = summary["jump_forward"]["tokens_per_s"] / base
     summary["ratio_batch_jump_forward"] = summary["batch_jump_forward"]["tokens_per_s"] / base
-    return {"summary": summary, "rows": rows}
+    return {"environment": environment(lm), "summary": summary, "rows": rows}
 
 
 def main() -> None:
@@ -110,11 +112,14 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--max-tokens", type=int, default=96)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    ap.add_argument("--device", default=None, help="cpu, cuda, ... (default: a GPU if there is one)")
+    ap.add_argument("--dtype", default=None, help="float32, float16, bfloat16 (default: float16 on a GPU)")
+    ap.add_argument("--name", default="decoding_speed", help="stem of the result files")
     args = ap.parse_args()
-    result = run(args.model, args.repeats, args.max_tokens)
+    result = run(args.model, args.repeats, args.max_tokens, device=args.device, dtype=args.dtype)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "decoding_speed.json").write_text(json.dumps(result, indent=1))
+    (out / f"{args.name}.json").write_text(json.dumps(result, indent=1))
     s = result["summary"]
     lines = ["| mode | runs | output tokens | forced tokens | seconds | tokens/s |", "|---|---:|---:|---:|---:|---:|"]
     for mode in MODES:
@@ -124,7 +129,8 @@ def main() -> None:
     lines.append(f"\nconstrained / unconstrained: {s['ratio_constrained']:.2f}x tokens/s (every token sampled); "
                  f"{s['ratio_jump_forward']:.2f}x with jump-forward; "
                  f"{s['ratio_batch_jump_forward']:.2f}x with the tasks decoded as one batch")
-    (out / "decoding_speed.md").write_text("\n".join(lines) + "\n")
+    (out / f"{args.name}.md").write_text(f"{result['environment']}\n\n" + "\n".join(lines) + "\n")
+    print(result["environment"])
     print("\n".join(lines))
 
 
