@@ -38,7 +38,7 @@ class CrossingSet:
     ``uid`` is unique per vocabulary's sets (the memo key for parser-dependent results).
     """
 
-    __slots__ = ("uid", "toks", "offs", "_owner", "_first", "_order", "_bounds", "_scans")
+    __slots__ = ("uid", "toks", "offs", "_owner", "_first", "_by_first", "_scans")
 
     def __init__(self, uid: int, toks: np.ndarray, offs: np.ndarray, owner: "CrossingSets") -> None:
         self.uid = uid
@@ -46,7 +46,7 @@ class CrossingSet:
         self.offs = offs
         self._owner = owner
         self._first = owner.byte_matrix[toks, offs]     # each remainder's first byte
-        self._order = self._bounds = None               # candidates grouped by first byte (large sets)
+        self._by_first = None           # (order, bounds): candidates grouped by first byte (large sets)
         self._scans: dict[str, tuple[np.ndarray | None, CrossingSet | None]] = {}
 
     def __len__(self) -> int:
@@ -68,13 +68,14 @@ class CrossingSet:
         """Indices of the candidates whose remainder starts with a byte where ``first_ok``."""
         if len(self.toks) <= LARGE_SET:
             return np.flatnonzero(first_ok.take(self._first))
-        if self._order is None:
-            self._order = np.argsort(self._first, kind="stable")
-            self._bounds = np.concatenate([[0], np.cumsum(np.bincount(self._first, minlength=256))])
-        starts = np.flatnonzero(first_ok & (self._bounds[1:] > self._bounds[:-1]))
+        if self._by_first is None:     # one assignment: other threads see both or neither
+            self._by_first = (np.argsort(self._first, kind="stable"),
+                              np.concatenate([[0], np.cumsum(np.bincount(self._first, minlength=256))]))
+        order, bounds = self._by_first
+        starts = np.flatnonzero(first_ok & (bounds[1:] > bounds[:-1]))
         if starts.size == 0:
             return starts
-        return np.concatenate([self._order[self._bounds[b]:self._bounds[b + 1]] for b in starts])
+        return np.concatenate([order[bounds[b]:bounds[b + 1]] for b in starts])
 
     def _scan(self, dfa: ByteDFA) -> tuple[np.ndarray | None, "CrossingSet | None"]:
         owner = self._owner
