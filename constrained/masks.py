@@ -30,6 +30,24 @@ def pack_mask(allowed: np.ndarray) -> np.ndarray:
     return np.packbits(allowed, axis=-1, bitorder="little").view(np.int32)
 
 
+def pack_token_ids(ids: np.ndarray, vocab_size: int) -> np.ndarray:
+    """Token ids -> packed int32 mask with exactly those bits set (cheaper than
+    `pack_mask` of a bool array when there are few ids).
+
+    Example:
+        >>> pack_token_ids(np.array([0, 2, 33]), 40).tolist()
+        [5, 2]
+    """
+    ids = np.asarray(ids, dtype=np.int64)
+    if ids.size > 64:
+        allowed = np.zeros(vocab_size, bool)
+        allowed[ids] = True
+        return pack_mask(allowed)
+    packed = np.zeros(mask_words(vocab_size) * 4, np.uint8)
+    np.bitwise_or.at(packed, ids >> 3, (1 << (ids & 7)).astype(np.uint8))
+    return packed.view(np.int32)
+
+
 def unpack_mask(mask: np.ndarray, vocab_size: int) -> np.ndarray:
     """Packed int32 mask -> bool array of ``vocab_size`` entries (last axis)."""
     m = np.ascontiguousarray(mask, dtype=np.int32)

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from constrained.automata.byte_dfa import compile_regex
 from constrained.engine.token_scan import scan_tokens
 from constrained.engine.token_tables import TokenTables
+from constrained.engine import token_trie
 from constrained.engine.token_trie import VocabTrie
 from constrained.masks import pack_mask
 from constrained.vocabulary import TokenVocabulary
@@ -66,7 +67,30 @@ def test_trie_tables_with_repeated_spellings() -> None:
                        min_size=1, max_size=40),
        regex=st.sampled_from(["a*", "(ab)+c?", "[a-c]{2,4}", "a|b|abd", "d*a[bc]*", "(a|b)*d"]))
 def test_trie_tables_equal_reference_on_random_vocabularies(tokens, regex) -> None:
-    assert_tables_equal(TokenVocabulary.from_token_bytes(tokens + [b""], eos_ids=[len(tokens)]), regex)
+    vocab = TokenVocabulary.from_token_bytes(tokens + [b""], eos_ids=[len(tokens)])
+    for frontier in (0, 10 ** 9):      # level by level only, node by node only
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(token_trie, "SCALAR_FRONTIER", frontier)
+            assert_tables_equal(vocab, regex)
+
+
+@settings(max_examples=60, deadline=None)
+@given(tokens=st.lists(st.binary(min_size=1, max_size=6).map(lambda b: bytes(c % 4 + 97 for c in b)),
+                       min_size=1, max_size=40),
+       regex=st.sampled_from(["a*", "(ab)+c?", "[a-c]{2,4}", "a|b|abd", "d*a[bc]*", "(a|b)*d"]),
+       data=st.data())
+def test_scanning_a_few_candidates_byte_by_byte_equals_the_array_scan(tokens, regex, data) -> None:
+    vocab = TokenVocabulary.from_token_bytes(tokens + [b""], eos_ids=[len(tokens)])
+    dfa = compile_regex(regex)
+    picks = data.draw(st.lists(st.tuples(st.integers(0, len(tokens) - 1), st.integers(0, 5),
+                                         st.integers(1, dfa.num_states - 1)), min_size=1, max_size=16))
+    toks = np.array([t for t, _, _ in picks], np.int64)
+    offs = np.array([o % len(tokens[t]) for t, o, _ in picks], np.int64)
+    starts = np.array([q for _, _, q in picks], np.int64)
+    arrays = scan_tokens(dfa, starts, toks, offs, vocab.byte_matrix, vocab.lengths)
+    few = scan_tokens(dfa, starts, toks, offs, vocab.byte_matrix, vocab.lengths, vocab.token_bytes)
+    assert np.array_equal(arrays[0], few[0])
+    assert sorted(zip(arrays[1].tolist(), arrays[2].tolist())) == sorted(zip(few[1].tolist(), few[2].tolist()))
 
 
 def test_trie_shape() -> None:

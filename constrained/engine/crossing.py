@@ -26,7 +26,10 @@ import numpy as np
 
 from constrained.automata.byte_dfa import START, ByteDFA
 from constrained.engine.token_scan import scan_tokens
-from constrained.masks import pack_mask
+from constrained.masks import pack_mask, pack_token_ids
+
+
+LARGE_SET = 512   # candidates from which a set groups them by first byte instead of testing each
 
 
 class CrossingSet:
@@ -35,16 +38,15 @@ class CrossingSet:
     ``uid`` is unique per vocabulary's sets (the memo key for parser-dependent results).
     """
 
-    __slots__ = ("uid", "toks", "offs", "_owner", "_order", "_bounds", "_scans")
+    __slots__ = ("uid", "toks", "offs", "_owner", "_first", "_by_first", "_scans")
 
     def __init__(self, uid: int, toks: np.ndarray, offs: np.ndarray, owner: "CrossingSets") -> None:
         self.uid = uid
         self.toks = toks
         self.offs = offs
         self._owner = owner
-        first = owner.byte_matrix[toks, offs]
-        self._order = np.argsort(first, kind="stable")
-        self._bounds = np.concatenate([[0], np.cumsum(np.bincount(first, minlength=256))])
+        self._first = owner.byte_matrix[toks, offs]     # each remainder's first byte
+        self._by_first = None           # (order, bounds): candidates grouped by first byte (large sets)
         self._scans: dict[str, tuple[np.ndarray | None, CrossingSet | None]] = {}
 
     def __len__(self) -> int:
@@ -62,19 +64,30 @@ class CrossingSet:
             self._scans[dfa.digest] = hit
         return hit
 
+    def _starting(self, first_ok: np.ndarray) -> np.ndarray:
+        """Indices of the candidates whose remainder starts with a byte where ``first_ok``."""
+        if len(self.toks) <= LARGE_SET:
+            return np.flatnonzero(first_ok.take(self._first))
+        if self._by_first is None:     # one assignment: other threads see both or neither
+            self._by_first = (np.argsort(self._first, kind="stable"),
+                              np.concatenate([[0], np.cumsum(np.bincount(self._first, minlength=256))]))
+        order, bounds = self._by_first
+        starts = np.flatnonzero(first_ok & (bounds[1:] > bounds[:-1]))
+        if starts.size == 0:
+            return starts
+        return np.concatenate([order[bounds[b]:bounds[b + 1]] for b in starts])
+
     def _scan(self, dfa: ByteDFA) -> tuple[np.ndarray | None, "CrossingSet | None"]:
         owner = self._owner
-        starts = np.flatnonzero((dfa.transitions[START] != 0) & (self._bounds[1:] > self._bounds[:-1]))
-        if starts.size == 0:
+        idx = self._starting(dfa.transitions[START] != 0)
+        if idx.size == 0:
             return None, None
-        idx = np.concatenate([self._order[self._bounds[b]:self._bounds[b + 1]] for b in starts])
         toks, offs = self.toks[idx], self.offs[idx]
-        live_end, si, sp = scan_tokens(dfa, START, toks, offs, owner.byte_matrix, owner.lengths)
+        live_end, si, sp = scan_tokens(dfa, START, toks, offs, owner.byte_matrix, owner.lengths, owner.token_bytes)
         live = None
         if live_end.any():
-            bits = np.zeros(owner.size, bool)
-            bits[toks[live_end]] = True
-            live = owner.pack(bits)
+            live = pack_token_ids(toks[live_end], owner.size).view(np.uint8)
+            live.setflags(write=False)
         child = None
         if si.size:
             ctoks, coffs = toks[si], sp
@@ -87,8 +100,9 @@ class CrossingSet:
 class CrossingSets:
     """The crossing sets of one vocabulary (owned by its `TokenTables`); thread-safe."""
 
-    def __init__(self, byte_matrix: np.ndarray, lengths: np.ndarray, size: int) -> None:
+    def __init__(self, byte_matrix: np.ndarray, lengths: np.ndarray, size: int, token_bytes=None) -> None:
         self.byte_matrix = byte_matrix
+        self.token_bytes = token_bytes      # the bytes per token id (for scanning a few candidates)
         self.lengths = lengths
         self.size = size
         self.split_stride = int(lengths.max()) + 1 if lengths.size else 1

@@ -70,6 +70,7 @@ class Recognizer:
         eos_bits = np.zeros(self.vocab_size, bool)
         eos_bits[eos_ids] = True
         self._eos_packed = CrossingSets.pack(eos_bits)
+        self._no_tokens = CrossingSets.pack(np.zeros(self.vocab_size, bool))
         self._lock = threading.Lock()
         self._states: list[frozenset[Config]] = [frozenset()]
         self._state_ids: dict[frozenset[Config], int] = {frozenset(): DEAD_STATE}
@@ -264,6 +265,10 @@ class Recognizer:
                 sub = self.crossing_bits(self.after_lexeme(node, lx), child)
                 if sub is not None:
                     parts.append(sub)
+        return self._union(parts)
+
+    def _union(self, parts: list[np.ndarray]) -> np.ndarray | None:
+        """The OR of packed bitsets (read-only); one part is returned as is, none is None."""
         if len(parts) <= 1:
             return parts[0] if parts else None
         out = parts[0] | parts[1]      # (reduce() over a list would stack it first: a copy)
@@ -330,37 +335,31 @@ class Recognizer:
 
     def _cfg_mask_exact(self, node: int, lex: int, q: int) -> np.ndarray:
         if lex == BOUNDARY:
-            out = np.zeros(self.nbytes, np.uint8)
-            for lx in self.start_lexemes(node):
-                out |= self._cfg_mask((node, lx, START))
+            parts = [self._cfg_mask((node, lx, START)) for lx in self.start_lexemes(node)]
         else:
             dfa = self.dfas[lex]
             table = self.tables.get(dfa, q)
-            out = table.inside.copy()
+            parts = [table.inside]
             if self.accepting_q[lex][q]:
                 # the lexeme may end before this token: the whole token starts the next one
-                out |= self._cfg_mask((self.after_lexeme(node, lex), BOUNDARY, 0))
+                parts.append(self._cfg_mask((self.after_lexeme(node, lex), BOUNDARY, 0)))
             if table.cross_toks.size:
                 crossing = self.crossing_bits(self.after_lexeme(node, lex), self.tables.crossing_root(dfa, q))
                 if crossing is not None:
-                    out |= crossing
-        out.setflags(write=False)
-        self._account(out.nbytes)
-        return out
+                    parts.append(crossing)
+        out = self._union(parts)
+        return self._no_tokens if out is None else out
 
     def mask(self, sid: int) -> np.ndarray:
         """Packed allowed-token bitset (uint8, little bit order; view as int32 words)."""
         hit = self._mask_memo.get(sid)
         if hit is not None:
             return hit
-        configs = self._states[sid]
-        out = np.zeros(self.nbytes, np.uint8)
-        for cfg in configs:
-            out |= self._cfg_mask(cfg)
+        parts = [self._cfg_mask(cfg) for cfg in self._states[sid]]
         if self.accepting(sid):
-            out |= self._eos_packed
-        out = out.view(np.int32)
+            parts.append(self._eos_packed)
+        out = self._union(parts)
+        out = (self._no_tokens if out is None else out).view(np.int32)
         out.setflags(write=False)
-        self._account(out.nbytes)
         self._mask_memo[sid] = out
         return out

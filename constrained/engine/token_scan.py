@@ -17,10 +17,18 @@ import numpy as np
 from constrained.automata.byte_dfa import ByteDFA
 
 
+SCALAR_CANDIDATES = 16   # up to this many candidates, byte by byte in Python beats whole-array steps
+
+
 def scan_tokens(dfa: ByteDFA, starts: np.ndarray | int, toks: np.ndarray, offs: np.ndarray,
-                byte_matrix: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """See the module docstring.  ``offs[i] < lengths[toks[i]]`` is required."""
+                byte_matrix: np.ndarray, lengths: np.ndarray,
+                token_bytes=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """See the module docstring.  ``offs[i] < lengths[toks[i]]`` is required.  With
+    ``token_bytes`` (the vocabulary's bytes per token id), a few candidates are stepped
+    one by one in Python (same result)."""
     n = len(toks)
+    if token_bytes is not None and 0 < n <= SCALAR_CANDIDATES:
+        return _scan_few(dfa, starts, toks, offs, token_bytes)
     live_end = np.zeros(n, dtype=bool)
     if n == 0:
         empty = np.zeros(0, np.int64)
@@ -53,3 +61,28 @@ def scan_tokens(dfa: ByteDFA, starts: np.ndarray | int, toks: np.ndarray, offs: 
         return live_end, np.concatenate(split_i), np.concatenate(split_p)
     empty = np.zeros(0, np.int64)
     return live_end, empty, empty
+
+
+def _scan_few(dfa: ByteDFA, starts: np.ndarray | int, toks: np.ndarray, offs: np.ndarray,
+              token_bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`scan_tokens` for a few candidates, byte by byte."""
+    step = dfa.transitions.item      # item(q, b): a Python int, no array scalar per byte
+    accepting = dfa.accepting.item
+    n = len(toks)
+    first = [int(starts)] * n if np.ndim(starts) == 0 else np.asarray(starts).tolist()
+    live_end = np.zeros(n, dtype=bool)
+    split_i: list[int] = []
+    split_p: list[int] = []
+    for i, (tok, off, q) in enumerate(zip(toks.tolist(), offs.tolist(), first)):
+        data = token_bytes[tok]
+        last = len(data)
+        for pos in range(off, last):
+            q = step(q, data[pos])
+            if not q:
+                break
+            if pos + 1 < last and accepting(q):
+                split_i.append(i)
+                split_p.append(pos + 1)
+        else:
+            live_end[i] = True
+    return live_end, np.array(split_i, np.int64), np.array(split_p, np.int64)

@@ -74,7 +74,7 @@ class TokenTables:
         self._by_residual: dict[str, StateTokenTable] = {}
         self._successors: dict[str, list[list[int]]] = {}
         self._lock = threading.Lock()
-        self.crossing = CrossingSets(self.byte_matrix, self.lengths, self.size)
+        self.crossing = CrossingSets(self.byte_matrix, self.lengths, self.size, vocab.token_bytes)
 
     @classmethod
     def for_vocabulary(cls, vocab, cache_dir: Path | None) -> "TokenTables":

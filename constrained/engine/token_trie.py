@@ -37,6 +37,7 @@ from constrained.automata.byte_dfa import ByteDFA
 
 _EMPTY = np.zeros(0, np.int64)
 DENSE_FRACTION = 4   # step a whole level when at least 1/DENSE_FRACTION of the one above is live
+SCALAR_FRONTIER = 4  # step node by node while at most this many nodes are live
 
 
 @dataclass(frozen=True)
@@ -135,28 +136,37 @@ class VocabTrie:
         nodes = self._by_first_byte[live_bytes]
         keep = nodes >= 0
         nodes, st = nodes[keep], row[live_bytes[keep]].astype(np.int64)
-        split_runs: list[tuple[np.ndarray, np.ndarray, int]] = []
+        runs = _Runs()
         dense = None        # the states of the whole level (0: dead), when it was stepped whole
         d = 0
         while True:
             lv = self.levels[d]
+            nxt = self.levels[d + 1] if d + 1 < len(self.levels) else None
+            if dense is None and nodes.size <= SCALAR_FRONTIER:
+                # a few live nodes (a literal, a key): node by node costs less than whole-array steps
+                nodes, st = self._step_few(lv, nxt, d, nodes.tolist(), st.tolist(), table, accepting, runs)
+                d += 1
+                if nodes.size == 0:
+                    break
+                continue
             if dense is not None:
-                inside[lv.end_token[dense.take(lv.end_node) != 0]] = True
+                ends = dense.take(lv.end_node) != 0
+                runs.inside_tokens.append(lv.end_token[ends])
                 acc = np.flatnonzero(accepting.take(dense))
                 if acc.size:
-                    split_runs.append((lv.lo[acc] + lv.nend[acc], lv.hi[acc], d + 1))
+                    runs.add_splits(lv.lo[acc] + lv.nend[acc], lv.hi[acc], d + 1)
                 live = int(np.count_nonzero(dense))
             else:
                 nend = lv.nend[nodes]
-                inside[self.order[_ranges(lv.lo[nodes], nend)]] = True
+                runs.inside_starts.append(lv.lo[nodes])
+                runs.inside_counts.append(nend)
                 acc = accepting[st]
                 if acc.any():       # the lexeme may end after d + 1 bytes of every longer token below
-                    split_runs.append((lv.lo[nodes[acc]] + nend[acc], lv.hi[nodes[acc]], d + 1))
+                    runs.add_splits(lv.lo[nodes[acc]] + nend[acc], lv.hi[nodes[acc]], d + 1)
                 live = nodes.size
             d += 1
-            if live == 0 or d == len(self.levels):
+            if live == 0 or nxt is None:
                 break
-            nxt = self.levels[d]
             if live * DENSE_FRACTION >= lv.byte.size:
                 # most of the level is live: step the whole next level (dead parents stay dead)
                 if dense is None:
@@ -176,9 +186,75 @@ class VocabTrie:
             st = flat.take(np.repeat(st, counts) * 256 + nxt.byte.take(children))
             alive = st != 0
             nodes, st = children[alive], st[alive]
-        if not split_runs:
+        return runs.finish(inside, self.order)
+
+    @staticmethod
+    def _step_few(lv: _Level, nxt: _Level | None, d: int, nodes: list[int], states: list[int],
+                  table: np.ndarray, accepting: np.ndarray, runs: "_Runs") -> tuple[np.ndarray, np.ndarray]:
+        """One level of `scan` for a few live ``nodes`` (in DFA ``states``), node by node;
+        returns the live nodes and states of the next level."""
+        next_nodes, next_states = [], []
+        for node, q in zip(nodes, states):
+            lo = int(lv.lo[node])
+            nend = int(lv.nend[node])
+            if nend:
+                runs.few_inside.append((lo, nend))
+            if accepting[q]:
+                runs.few_splits.append((lo + nend, int(lv.hi[node]), d + 1))
+            if nxt is None:
+                continue
+            c0, c1 = int(lv.child_lo[node]), int(lv.child_hi[node])
+            if c1 > c0:
+                after = table[q].take(nxt.byte[c0:c1])
+                alive = np.flatnonzero(after)
+                if alive.size:
+                    next_nodes.append(alive + c0)
+                    next_states.append(after.take(alive))
+        if not next_nodes:
+            return _EMPTY, _EMPTY
+        if len(next_nodes) == 1:
+            return next_nodes[0], next_states[0].astype(np.int64)
+        return np.concatenate(next_nodes), np.concatenate(next_states).astype(np.int64)
+
+
+class _Runs:
+    """What `VocabTrie.scan` collects level by level: inside tokens (as runs of sorted
+    positions, or token ids) and split points (runs of sorted positions at a depth)."""
+
+    __slots__ = ("inside_starts", "inside_counts", "inside_tokens", "few_inside",
+                 "split_starts", "split_ends", "split_depths", "few_splits")
+
+    def __init__(self) -> None:
+        self.inside_starts: list[np.ndarray] = []
+        self.inside_counts: list[np.ndarray] = []
+        self.inside_tokens: list[np.ndarray] = []
+        self.few_inside: list[tuple[int, int]] = []
+        self.split_starts: list[np.ndarray] = []
+        self.split_ends: list[np.ndarray] = []
+        self.split_depths: list[np.ndarray] = []
+        self.few_splits: list[tuple[int, int, int]] = []
+
+    def add_splits(self, starts: np.ndarray, ends: np.ndarray, depth: int) -> None:
+        self.split_starts.append(starts)
+        self.split_ends.append(ends)
+        self.split_depths.append(np.full(len(starts), depth, np.int64))
+
+    def finish(self, inside: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self.few_inside:
+            starts, counts = zip(*self.few_inside)
+            self.inside_starts.append(np.array(starts, np.int64))
+            self.inside_counts.append(np.array(counts, np.int64))
+        if self.inside_starts:
+            inside[order[_ranges(np.concatenate(self.inside_starts), np.concatenate(self.inside_counts))]] = True
+        for toks in self.inside_tokens:
+            inside[toks] = True
+        if self.few_splits:
+            starts, ends, depths = zip(*self.few_splits)
+            self.split_starts.append(np.array(starts, np.int64))
+            self.split_ends.append(np.array(ends, np.int64))
+            self.split_depths.append(np.array(depths, np.int64))
+        if not self.split_starts:
             return inside, _EMPTY, _EMPTY
-        starts = np.concatenate([r[0] for r in split_runs])
-        counts = np.concatenate([r[1] for r in split_runs]) - starts
-        depth = np.concatenate([np.full(len(r[0]), r[2], np.int64) for r in split_runs])
-        return inside, self.order[_ranges(starts, counts)], np.repeat(depth, counts)
+        starts = np.concatenate(self.split_starts)
+        counts = np.concatenate(self.split_ends) - starts
+        return inside, order[_ranges(starts, counts)], np.repeat(np.concatenate(self.split_depths), counts)
