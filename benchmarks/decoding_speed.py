@@ -26,6 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _environment import environment  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 TASKS = [
@@ -67,7 +68,6 @@ def run(model: str, repeats: int, max_tokens: int, *, device: str | None = None,
     from constrained.models import LanguageModel
     from samplers import Greedy
     from samplers.constraint import Unconstrained
-    from speculative_speed import environment
 
     lm = LanguageModel.load(model, device=device, dtype=dtype)
     rows = []

@@ -34,6 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _environment import environment  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "maskbench" / "dev.jsonl.gz"
@@ -57,20 +58,6 @@ def extraction_tasks(n: int, path: Path = DATA) -> list[tuple[dict, str]]:
             if len(rows) >= n:
                 break
     return rows
-
-
-def environment(lm) -> dict:
-    """Where the model ran: device (and its name), dtype, torch / transformers versions."""
-    import platform
-
-    import torch
-    import transformers
-
-    device = lm.device
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu"
-    return {"device": str(device), "device_name": name, "dtype": str(next(lm.model.parameters()).dtype),
-            "torch": torch.__version__, "transformers": transformers.__version__,
-            "python": platform.python_version(), "cpu_threads": torch.get_num_threads()}
 
 
 def run(model: str, n_tasks: int, max_tokens: int, *, data: Path = DATA, device: str | None = None,

@@ -187,6 +187,10 @@ class _CudaBatch:
         self.inner.select(indices)
 
 
+SAMPLER_NAMES = ("temperature", "top_k", "top_p", "min_p", "mirostat_v1", "mirostat_v2", "awrs", "smc_awrs",
+                 "smc_mask", "asap", "beam", "speculative_lookup", "speculative_model")
+
+
 def _samplers(cuda: bool) -> dict:
     table = TableModel(TABLE, seed=3, scale=1.5)
     draft_lm = _CudaTable(TableModel(TABLE, seed=4, scale=1.5)) if cuda else TableModel(TABLE, seed=4, scale=1.5)
@@ -207,9 +211,7 @@ def _samplers(cuda: bool) -> dict:
     }, table
 
 
-@pytest.mark.parametrize("name", ["temperature", "top_k", "top_p", "min_p", "mirostat_v1", "mirostat_v2", "awrs",
-                                  "smc_awrs", "smc_mask", "asap", "beam", "speculative_lookup",
-                                  "speculative_model"])
+@pytest.mark.parametrize("name", SAMPLER_NAMES)
 def test_seeded_samplers_draw_the_same_with_logits_on_the_gpu(name) -> None:
     """A seeded CPU generator (what ``generate(seed=...)`` makes) with logits on the
     GPU: no device mismatch, and the same samples as with the same logits on the CPU."""
@@ -223,8 +225,8 @@ def test_seeded_samplers_draw_the_same_with_logits_on_the_gpu(name) -> None:
         gen = torch.Generator().manual_seed(11)
         runs = []
         for _ in range(3):
-            runs += samplers[name].run(source.fork() if hasattr(source, "fork") else source, compiled.matcher(),
-                                       table.eos_ids, max_tokens=8, generator=gen)
+            runs += samplers[name].run(source.fork(), compiled.matcher(), table.eos_ids, max_tokens=8,
+                                       generator=gen)
         results.append(runs)
     cpu, gpu = results
     assert [(s.tokens, s.stop) for s in gpu] == [(s.tokens, s.stop) for s in cpu], name
