@@ -178,7 +178,8 @@ class _CompletionTables:
             if x in self._up:
                 stack.pop()
                 continue
-            need = {o for items in self.parser.node(x).waiting.values() for _, _, o in items
+            unpack = self.parser.unpack
+            need = {o for items in self.parser.node(x).waiting.values() for _, _, o in map(unpack, items)
                     if o >= 0 and o != x and o not in self._up}
             if need:
                 stack.extend(need)
@@ -197,7 +198,7 @@ class _CompletionTables:
             changed = False
             for a, items in node.waiting.items():
                 best = cost.get(a, (_INF, None))[0]
-                for r, d, o in items:
+                for r, d, o in map(self.parser.unpack, items):
                     c, nxt = self._through(x, cost, r, d + 1, o)
                     if c is not None and c < best:
                         best = c
@@ -238,7 +239,7 @@ class _CompletionTables:
         else:
             own, best = self._up_of(node_id), None
             for items in itertools.chain(node.expect.values(), node.waiting.values()):
-                for r, d, o in items:
+                for r, d, o in map(self.parser.unpack, items):
                     c, nxt = self._through(node_id, own, r, d, o)
                     if c is not None and (best is None or c < best[0]):
                         best = (c, r, d, nxt)

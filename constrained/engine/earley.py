@@ -11,6 +11,15 @@ LR tables (a dict lookup per terminal), while ambiguous and non-LR grammars work
 unchanged.  Nullable symbols use Aycock & Horspool's fix (advance over a
 nullable nonterminal when predicting it).
 
+Items are ints, not tuples: ``((origin + 2) << shift) | position``, where a
+*position* numbers every dotted rule of the grammar (rule ``r``'s positions are
+consecutive, so advancing the dot is ``item + 1``), the origin field is 0 for
+`CUT`, 1 for `SELF` and ``node + 2`` for a real node.  Closures build and hash
+hundreds of items per fresh node: ints hash faster than tuples and are not
+tracked by the cyclic garbage collector (tuples triggered most of its
+collections during mask computation).  `EarleyParser.item` and
+`EarleyParser.unpack` convert.
+
 Invariant relied on by the mask engine: after non-productive symbols are
 removed, every terminal a node expects leads to a node from which the start
 symbol can still be completed, i.e. every reachable node is viable.
@@ -114,13 +123,13 @@ class ParserNode:
 
     __slots__ = ("id", "kernel", "expect", "waiting", "accepting", "terminals", "abstract", "depth")
 
-    def __init__(self, node_id: int, kernel: frozenset, expect: dict[int, tuple],
+    def __init__(self, node_id: int, kernel: frozenset[int], expect: dict[int, tuple],
                  waiting: dict[int, tuple], accepting: bool, abstract: bool, depth: int = 0) -> None:
         self.id = node_id
         self.depth = depth            # parse-stack depth: 1 + the deepest origin's (the root: 0)
-        self.kernel = kernel          # the scanned items (rule, dot, origin node) it is closed from
+        self.kernel = kernel          # the scanned items it is closed from (ints: see EarleyParser.item)
         self.abstract = abstract      # some origin below it is CUT
-        self.expect = expect          # terminal -> items (rule, dot, origin) waiting for it
+        self.expect = expect          # terminal -> items waiting for it
         self.waiting = waiting        # nonterminal -> items waiting for it
         self.accepting = accepting
         self.terminals = tuple(sorted(expect))
@@ -135,21 +144,48 @@ class EarleyParser:
         >>> n = p.scan(p.root, p.terminal_id("A"))
         >>> p.node(p.scan(n, p.terminal_id("B"))).accepting
         True
+        >>> [p.unpack(i) for i in p.node(n).kernel]      # (rule, dot, origin node)
+        [(0, 1, 0)]
     """
 
     def __init__(self, tables: ParserTables) -> None:
         self.tables = tables
+        # dotted-rule positions: rule r's dots are offsets[r] .. offsets[r] + len(rhs)
+        self._offsets: list[int] = []
+        sym_at: list[int] = []      # symbol after the dot, -1 at the end of the rule
+        lhs_at: list[int] = []
+        rule_at: list[int] = []
+        for r, rhs in enumerate(tables.rule_rhs):
+            self._offsets.append(len(sym_at))
+            sym_at.extend(rhs)
+            sym_at.append(-1)
+            lhs_at.extend([tables.rule_lhs[r]] * (len(rhs) + 1))
+            rule_at.extend([r] * (len(rhs) + 1))
+        self._sym_at, self._lhs_at, self._rule_at = tuple(sym_at), tuple(lhs_at), tuple(rule_at)
+        self._shift = max(1, len(sym_at).bit_length())
+        self._pmask = (1 << self._shift) - 1
+        self._nsym = tables.num_terminals + len(tables.nonterminal_names)
         self._nodes: list[ParserNode] = []
         self._by_kernel: dict[object, int] = {}
-        self._scan_memo: dict[tuple[int, int], int] = {}
+        self._scan_memo: dict[int, int] = {}
         self._lock = threading.RLock()
         self._own: dict[int, tuple[dict, dict, bool]] = {}
         self._by_future: dict[tuple, int] = {}
-        self._completion_memo: dict[tuple[int, int], tuple[dict, dict, frozenset, bool]] = {}
+        self._completion_memo: dict[int, tuple[dict, dict, frozenset, bool]] = {}
         self._prediction_memo: dict[int, tuple[int, ...]] = {}
-        self.root = self._intern(("root",), [(r, 0, SELF) for r in tables.rules_by_lhs[tables.start]])
+        self.root = self._intern(("root",), [self.item(r, 0, SELF) for r in tables.rules_by_lhs[tables.start]])
         self._union_memo: dict[frozenset[int], int] = {}
         self._abstract_memo: dict[tuple[int, int], int] = {}
+
+    def item(self, rule: int, dot: int, origin: int) -> int:
+        """The int encoding of Earley item ``(rule, dot, origin)`` (origin: a node, `SELF` or `CUT`)."""
+        return ((origin + 2) << self._shift) | (self._offsets[rule] + dot)
+
+    def unpack(self, item: int) -> tuple[int, int, int]:
+        """``(rule, dot, origin)`` of an item (see `item`)."""
+        p = item & self._pmask
+        r = self._rule_at[p]
+        return r, p - self._offsets[r], (item >> self._shift) - 2
 
     def terminal_id(self, name: str) -> int:
         return self.tables.terminal_names.index(name)
@@ -161,13 +197,19 @@ class EarleyParser:
     def num_nodes(self) -> int:
         return len(self._nodes)
 
+    def _advanced_into(self, items, origin: int) -> list[int]:
+        """``items`` with the dot advanced and origin `SELF` replaced by ``origin``."""
+        shift = self._shift
+        lo, hi, bump = 1 << shift, 2 << shift, (origin + 1) << shift
+        return [i + 1 + bump if lo <= i < hi else i + 1 for i in items]
+
     def scan(self, node_id: int, terminal: int) -> int:
         """The node after ``terminal`` is read at ``node_id``; -1 if not expected.
 
         Raises `NeedsContext` when ``node_id`` is abstract and the scan completes
         an item whose origin was cut.
         """
-        key = (node_id, terminal)
+        key = node_id * self._nsym + terminal
         hit = self._scan_memo.get(key)
         if hit is not None:
             if hit == CUT:
@@ -177,7 +219,7 @@ class EarleyParser:
         if not items:
             result = -1
         else:
-            kernel = frozenset((r, d + 1, node_id if o == SELF else o) for r, d, o in items)
+            kernel = frozenset(self._advanced_into(items, node_id))
             result = self._by_kernel.get(kernel)
             if result is None:
                 try:
@@ -204,8 +246,15 @@ class EarleyParser:
         key = (node_id, depth)
         hit = self._abstract_memo.get(key)
         if hit is None:
-            kernel = frozenset((r, d, o if o < 0 else (self.abstract(o, depth - 1) if depth > 1 else CUT))
-                               for r, d, o in self._nodes[node_id].kernel)
+            shift, pmask = self._shift, self._pmask
+            items = []
+            for i in self._nodes[node_id].kernel:
+                field = i >> shift
+                if field >= 2:      # a real origin: cut below, or abstracted one level less
+                    o = self.abstract(field - 2, depth - 1) if depth > 1 else CUT
+                    i = ((o + 2) << shift) | (i & pmask)
+                items.append(i)
+            kernel = frozenset(items)
             hit = self._by_kernel.get(kernel)
             if hit is None:
                 try:
@@ -296,9 +345,9 @@ class EarleyParser:
                             break
                         z = rhs[d]
                         if z < nt_base:
-                            expect.setdefault(z, []).append((r, d, SELF))
+                            expect.setdefault(z, []).append(self.item(r, d, SELF))
                             break
-                        waiting.setdefault(z, []).append((r, d, SELF))
+                        waiting.setdefault(z, []).append(self.item(r, d, SELF))
                         if z not in t.nullable:
                             break
                 self._own[y] = ({k: tuple(v) for k, v in expect.items()},
@@ -311,16 +360,19 @@ class EarleyParser:
         return hit
 
     def _close(self, node_id: int, kernel_items) -> ParserNode:
-        t = self.tables
+        shift = self._shift
         expect: dict[int, list] = {}
         waiting: dict[int, list] = {}
         parts_e: list[dict] = []
         parts_w: list[dict] = []
         predicts: set[int] = set()
         agenda = []
+        origins: set[int] = set()       # origin fields of the kernel (CUT 0, SELF 1, node + 2)
         for item in kernel_items:
-            if item[2] == SELF:     # the root's kernel: its start rules, predicted in place
-                predicts.add(t.rule_lhs[item[0]])
+            field = item >> shift
+            origins.add(field)
+            if field == 1:     # SELF: the root's kernel, its start rules predicted in place
+                predicts.add(self._lhs_at[item & self._pmask])
             else:
                 agenda.append(item)
         accepting = self._advance_items(agenda, expect, waiting, parts_e, parts_w, predicts, None, set(), 0)
@@ -336,9 +388,10 @@ class EarleyParser:
                 parts_w.append(own_waiting)
                 if completes and node_id == 0:
                     accepting = True
-        abstract = any(o == CUT or (o >= 0 and self._nodes[o].abstract) for _, _, o in kernel_items)
+        nodes = self._nodes
+        abstract = any(f == 0 or (f >= 2 and nodes[f - 2].abstract) for f in origins)
         kernel = kernel_items if isinstance(kernel_items, frozenset) else frozenset(kernel_items)
-        depth = 1 + max((self._nodes[o].depth for _, _, o in kernel if o >= 0), default=0) if node_id else 0
+        depth = 1 + max((nodes[f - 2].depth for f in origins if f >= 2), default=0) if node_id else 0
         return ParserNode(node_id, kernel, _union(expect, parts_e), _union(waiting, parts_w), accepting, abstract,
                           depth)
 
@@ -354,8 +407,8 @@ class EarleyParser:
         completion being computed) and past `MAX_COMPLETION_DEPTH` nested completions
         (right recursion), done in place."""
         t = self.tables
-        nt_base = t.num_terminals
-        rule_rhs, rule_lhs, nullable = t.rule_rhs, t.rule_lhs, t.nullable
+        nt_base, nullable, start, nsym = t.num_terminals, t.nullable, t.start, self._nsym
+        shift, pmask, sym_at, lhs_at = self._shift, self._pmask, self._sym_at, self._lhs_at
         accepting = False
         seen: set = set()
         merged: set = set()
@@ -364,21 +417,23 @@ class EarleyParser:
             if item in seen:
                 continue
             seen.add(item)
-            r, d, o = item
-            rhs = rule_rhs[r]
-            if d == len(rhs):
-                if o == CUT:
+            p = item & pmask
+            x = sym_at[p]
+            if x < 0:                   # complete: back into the origin
+                field = item >> shift
+                if field == 0:
                     raise NeedsContext
-                lhs = rule_lhs[r]
-                if lhs == t.start and o == 0:
+                o = field - 2
+                lhs = lhs_at[p]
+                if lhs == start and o == 0:
                     accepting = True
+                key = o * nsym + lhs
                 if o == inline_origin or depth >= MAX_COMPLETION_DEPTH:
-                    if (o, lhs) not in inline_done:
-                        inline_done.add((o, lhs))
-                        agenda.extend((r2, d2 + 1, o if o2 == SELF else o2)
-                                      for r2, d2, o2 in self._nodes[o].waiting.get(lhs, ()))
-                elif (o, lhs) not in merged:
-                    merged.add((o, lhs))
+                    if key not in inline_done:
+                        inline_done.add(key)
+                        agenda.extend(self._advanced_into(self._nodes[o].waiting.get(lhs, ()), o))
+                elif key not in merged:
+                    merged.add(key)
                     c_expect, c_waiting, c_predicts, c_accepting = self._completion(o, lhs, depth + 1)
                     if c_expect:
                         parts_e.append(c_expect)
@@ -387,20 +442,19 @@ class EarleyParser:
                     predicts |= c_predicts
                     accepting |= c_accepting
                 continue
-            x = rhs[d]
             if x < nt_base:
                 expect.setdefault(x, []).append(item)
                 continue
             waiting.setdefault(x, []).append(item)
             predicts.add(x)
             if x in nullable:
-                agenda.append((r, d + 1, o))
+                agenda.append(item + 1)
         return accepting
 
     def _completion(self, origin: int, lhs: int, depth: int) -> tuple[dict, dict, frozenset, bool]:
         """What completing ``lhs`` with origin ``origin`` adds to a set: the closure of the
         items of ``origin`` waiting for ``lhs``, advanced (memoised: sets are immutable)."""
-        key = (origin, lhs)
+        key = origin * self._nsym + lhs
         hit = self._completion_memo.get(key)
         if hit is not None:
             return hit
@@ -409,9 +463,9 @@ class EarleyParser:
         parts_e: list[dict] = []
         parts_w: list[dict] = []
         predicts: set[int] = set()
-        agenda = [(r2, d2 + 1, origin if o2 == SELF else o2) for r2, d2, o2 in self._nodes[origin].waiting.get(lhs, ())]
+        agenda = self._advanced_into(self._nodes[origin].waiting.get(lhs, ()), origin)
         accepting = self._advance_items(agenda, expect, waiting, parts_e, parts_w, predicts, origin,
-                                        {(origin, lhs)}, depth)
+                                        {key}, depth)
         hit = self._completion_memo[key] = (_union(expect, parts_e), _union(waiting, parts_w),
                                             frozenset(predicts), accepting)
         return hit

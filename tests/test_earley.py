@@ -1,0 +1,107 @@
+"""The Earley parser's int-encoded items and memoised closures against a textbook closure."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from constrained.engine.earley import CUT, SELF, EarleyParser, NeedsContext, ParserTables
+from constrained.grammar.ir import Grammar
+
+GRAMMARS = Path(__file__).resolve().parents[1] / "grammars"
+
+NULLABLE_GRAMMAR = """
+start: a b "x" | start "," start
+a: "a"* | b a
+b: | "b" b
+"""
+
+
+def _parser(text: str) -> EarleyParser:
+    return EarleyParser(ParserTables.from_grammar(Grammar.from_lark(text)))
+
+
+@pytest.mark.parametrize("source", ["json.lark", "arithmetic.lark", NULLABLE_GRAMMAR])
+def test_items_round_trip_at_every_dotted_position(source):
+    text = (GRAMMARS / source).read_text() if source.endswith(".lark") else source
+    p = _parser(text)
+    t = p.tables
+    seen = set()
+    for r, rhs in enumerate(t.rule_rhs):
+        for d in range(len(rhs) + 1):
+            for o in (SELF, CUT, 0, 1, 7, 10**6):
+                item = p.item(r, d, o)
+                assert p.unpack(item) == (r, d, o)
+                assert item not in seen
+                seen.add(item)
+            if d < len(rhs):
+                assert p.unpack(p.item(r, d, 5) + 1) == (r, d + 1, 5)   # the dot advances by +1
+
+
+def _textbook_closure(p: EarleyParser, node_id: int) -> tuple[set, set, bool]:
+    """Closure of a node's kernel, item by item with (rule, dot, origin) tuples: predict
+    every rule of an expected nonterminal, advance over nullable ones (Aycock & Horspool,
+    so an item completed with origin SELF adds nothing), complete into the origins'
+    closures as the parser stores them."""
+    t = p.tables
+    nt_base = t.num_terminals
+    items = {p.unpack(i) for i in p.node(node_id).kernel}
+    agenda = list(items)
+    accepting = False
+    while agenda:
+        r, d, o = agenda.pop()
+        rhs = t.rule_rhs[r]
+        new = []
+        if d == len(rhs):
+            lhs = t.rule_lhs[r]
+            if lhs == t.start and (o == 0 or (o == SELF and node_id == p.root)):
+                accepting = True
+            if o >= 0:
+                for w in p.node(o).waiting.get(lhs, ()):
+                    r2, d2, o2 = p.unpack(w)
+                    new.append((r2, d2 + 1, o if o2 == SELF else o2))
+        elif rhs[d] >= nt_base:
+            new = [(r2, 0, SELF) for r2 in t.rules_by_lhs.get(rhs[d], ())]
+            if rhs[d] in t.nullable:
+                new.append((r, d + 1, o))
+        for it in new:
+            if it not in items:
+                items.add(it)
+                agenda.append(it)
+    pending = [(t.rule_rhs[r][d], (r, d, o)) for r, d, o in items if d < len(t.rule_rhs[r])]
+    expect = {(x, it) for x, it in pending if x < nt_base}
+    waiting = {(x, it) for x, it in pending if x >= nt_base}
+    return expect, waiting, accepting
+
+
+@pytest.mark.parametrize("source", ["json.lark", "arithmetic.lark", NULLABLE_GRAMMAR])
+def test_memoised_closures_equal_the_textbook_closure(source):
+    text = (GRAMMARS / source).read_text() if source.endswith(".lark") else source
+    p = _parser(text)
+    rng = random.Random(7)
+    frontier = [p.root]
+    visited = set()
+    while frontier and len(visited) < 400:       # random walks over scans, abstract nodes included
+        n = frontier.pop(rng.randrange(len(frontier)))
+        if n in visited:
+            continue
+        visited.add(n)
+        for term in p.node(n).terminals:
+            try:
+                m = p.scan(n, term)
+            except NeedsContext:
+                continue
+            frontier.append(m)
+            if rng.random() < 0.2:
+                frontier.append(p.abstract(m, 2))
+    assert len(visited) > 20
+    for n in visited:
+        node = p.node(n)
+        expect, waiting, accepting = _textbook_closure(p, n)
+        got_e = {(x, p.unpack(i)) for x, items in node.expect.items() for i in items}
+        got_w = {(x, p.unpack(i)) for x, items in node.waiting.items() for i in items}
+        assert got_e == expect, n
+        assert got_w == waiting, n
+        assert node.accepting == accepting, n
