@@ -318,6 +318,31 @@ def test_element_by_element_array_validation_equals_jsonschema(index: int, value
     assert validators._array_plan(target) is not None
 
 
+UNIQUE = [
+    {"type": "array", "uniqueItems": True},
+    {"$schema": "http://json-schema.org/draft-04/schema#", "uniqueItems": True, "items": {"type": "string"}},
+    {"$schema": "http://json-schema.org/draft-07/schema#", "uniqueItems": 1, "items": [{"type": "integer"}],
+     "additionalItems": True},
+    {"uniqueItems": False, "maxItems": 4},
+    {"prefixItems": [{"const": 1}], "uniqueItems": True, "allOf": [{"minItems": 2}]},
+]
+# few distinct values, so arrays repeat them: 1 == 1.0 but not True; containers compare structurally
+_POOL = st.sampled_from([0, 1, 1.0, True, False, None, "a", "1", -0.0, 2**53, float(2**53), [1], [True], [1.0],
+                         [], {}, {"a": 1}, {"a": True}, {"a": 1.0}])
+
+
+@pytest.mark.parametrize("index", range(len(UNIQUE)))
+@settings(max_examples=300, deadline=None)
+@given(value=st.lists(_POOL, max_size=6) | st.lists(st.sampled_from(["x", "y", "z"]), max_size=5))
+def test_array_uniqueness_by_plan_equals_jsonschema(index: int, value) -> None:
+    """``uniqueItems`` is checked by `ArrayPlan` (scalars by equality keys), not by whole-array validation."""
+    schema = UNIQUE[index]
+    validators, loc, expected = _split_and_reference(schema, value)
+    assert validators.is_valid(loc, value) == expected == validators.is_valid(loc, value), (schema, value)
+    target = validators._forward(loc) or loc
+    assert validators._array_plan(target) is not None
+
+
 @pytest.mark.parametrize("schema", [
     {"allOf": [{"type": "number"}, {"not": {"type": "integer"}}]},
     {"allOf": [{"type": "number", "minimum": 0}, {"not": {"type": "integer"}}]},

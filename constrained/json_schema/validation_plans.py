@@ -16,7 +16,9 @@ changed is validated again:
   ``propertyNames`` on the key), memoised per member;
 * **arrays** (`ArrayPlan`) — length, then each element against its position's
   sub-schema (``prefixItems`` / ``items`` / ``additionalItems``), memoised per
-  position class.
+  position class; ``uniqueItems`` by a set of the elements' equality keys when
+  they are scalars (`jsonschema`'s equality: booleans apart from numbers,
+  ``1 == 1.0``), by the draft's own validator when some element is a container.
 
 Verdicts equal `jsonschema`'s: a plan is only built when every keyword of the
 schema is one it splits (annotations aside), never with ``unevaluated*`` (which
@@ -58,6 +60,8 @@ IN_PLACE_KEYWORDS = frozenset({"allOf", "anyOf", "oneOf", "not", "if", "then", "
 # in-place applicators of objects only
 DEPENDENT_KEYWORDS = frozenset({"dependentRequired", "dependentSchemas", "dependencies"})
 ELEMENT_KEYWORDS = frozenset({"type", "items", "prefixItems", "additionalItems", "minItems", "maxItems"})
+# array keywords on the elements together that ArrayPlan checks itself
+ARRAY_SET_KEYWORDS = frozenset({"uniqueItems"})
 # keywords that only act on other kinds of values (`jsonschema` passes an object or array through them)
 OBJECT_ONLY = MEMBER_KEYWORDS - {"type"} | KEY_SET_KEYWORDS | DEPENDENT_KEYWORDS | {"unevaluatedProperties"}
 ARRAY_ONLY = ELEMENT_KEYWORDS - {"type"} | {"uniqueItems", "contains", "minContains", "maxContains",
@@ -65,7 +69,7 @@ ARRAY_ONLY = ELEMENT_KEYWORDS - {"type"} | {"uniqueItems", "contains", "minConta
 SCALAR_ONLY = frozenset({"minLength", "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum",
                          "exclusiveMaximum", "multipleOf"})
 _OBJECT_SPLIT = MEMBER_KEYWORDS | KEY_SET_KEYWORDS | IN_PLACE_KEYWORDS | DEPENDENT_KEYWORDS | ARRAY_ONLY | SCALAR_ONLY
-_ARRAY_SPLIT = ELEMENT_KEYWORDS | IN_PLACE_KEYWORDS | OBJECT_ONLY | SCALAR_ONLY
+_ARRAY_SPLIT = ELEMENT_KEYWORDS | ARRAY_SET_KEYWORDS | IN_PLACE_KEYWORDS | OBJECT_ONLY | SCALAR_ONLY
 MEMO_LIMIT = 1 << 16
 
 Target = Located | bool          # a located sub-schema, or a boolean schema
@@ -276,13 +280,30 @@ class ObjectPlan(_Plan):
         return True
 
 
+def _equality_key(v: Any) -> tuple | None:
+    """A hashable key equal for two scalars iff `jsonschema` finds them equal (booleans are
+    not numbers; numbers compare by value, ``1 == 1.0``); None for a container."""
+    if v is None:
+        return ("null",)
+    if isinstance(v, bool):
+        return ("bool", v)
+    if isinstance(v, (int, float)):
+        return ("number", v)
+    if isinstance(v, str):
+        return ("string", v)
+    return None
+
+
 class ArrayPlan(_Plan):
-    """A non-empty array: length, elements by their position's sub-schema, in-place parts."""
+    """A non-empty array: length, elements by their position's sub-schema, uniqueness,
+    in-place parts."""
 
     def __init__(self, validators: "SchemaValidators", in_place: list[tuple], prefix: list[Target],
-                 rest: Target, low, high, typed: bool) -> None:
+                 rest: Target, low, high, typed: bool, unique: bool) -> None:
         super().__init__(validators, in_place)
         self.prefix, self.rest, self.low, self.high, self.typed = prefix, rest, low, high, typed
+        self.unique = unique
+        self._unique_validator = validators.validator_class({"uniqueItems": True}) if unique else None
 
     @classmethod
     def plan(cls, validators: "SchemaValidators", loc: Located) -> "ArrayPlan | None":
@@ -312,7 +333,9 @@ class ArrayPlan(_Plan):
         rest_target = _sub(validators, rest)
         if rest_target is None or any(t is None for t in targets):
             return None
-        return cls(validators, in_place, targets, rest_target, low, high, typed)
+        # `jsonschema` enforces any truthy uniqueItems
+        unique = "uniqueItems" in known and bool(schema.get("uniqueItems"))
+        return cls(validators, in_place, targets, rest_target, low, high, typed, unique)
 
     def is_valid(self, value: list) -> bool:
         if not self.typed or not self.low <= len(value) <= self.high:
@@ -324,4 +347,15 @@ class ArrayPlan(_Plan):
                 continue
             if target is False or not self._memoised(_memo_key(min(i, n), v), lambda: self._valid(target, v)):
                 return False
+        if self.unique and not self._all_unique(value):
+            return False
         return self._in_place_hold(value)
+
+    def _all_unique(self, value: list) -> bool:
+        keys = set()
+        for v in value:
+            key = _equality_key(v)
+            if key is None:     # a container: the draft's own uniqueItems decides
+                return self._unique_validator.is_valid(value)
+            keys.add(key)
+        return len(keys) == len(value)
