@@ -341,11 +341,18 @@ class ArrayPlan(_Plan):
         if not self.typed or not self.low <= len(value) <= self.high:
             return False
         n = len(self.prefix)
+        verdicts = self._verdicts
         for i, v in enumerate(value):
             target = self.prefix[i] if i < n else self.rest
             if target is True:
                 continue
-            if target is False or not self._memoised(_memo_key(min(i, n), v), lambda: self._valid(target, v)):
+            if target is False:
+                return False
+            key = _memo_key(i if i < n else n, v)
+            ok = verdicts.get(key)             # (long arrays: a hit costs one lookup per element)
+            if ok is None:
+                ok = self._memoised(key, lambda: self._valid(target, v))
+            if not ok:
                 return False
         if self.unique and not self._all_unique(value):
             return False
