@@ -171,7 +171,7 @@ class EarleyParser:
         self._lock = threading.RLock()
         self._own: dict[int, tuple[dict, dict, bool]] = {}
         self._by_future: dict[tuple, int] = {}
-        self._completion_memo: dict[int, tuple[dict, dict, frozenset, bool]] = {}
+        self._completion_memo: dict[int, tuple[dict, dict, tuple, bool]] = {}
         self._prediction_memo: dict[int, tuple[int, ...]] = {}
         self.root = self._intern(("root",), [self.item(r, 0, SELF) for r in tables.rules_by_lhs[tables.start]])
         self._union_memo: dict[frozenset[int], int] = {}
@@ -303,8 +303,9 @@ class EarleyParser:
             # set, e.g. the ends of every member's value in an object, and every memo
             # keyed by the node (masks, crossing walks) is shared.  The root is excluded:
             # completing the start symbol accepts only with the root as origin.
-            future = (frozenset(chain.from_iterable(node.expect.values())),
-                      frozenset(chain.from_iterable(node.waiting.values())), node.accepting, node.abstract)
+            # (sorted int tuples, not frozensets: the cyclic GC stops tracking them)
+            future = (tuple(sorted(set(chain.from_iterable(node.expect.values())))),
+                      tuple(sorted(set(chain.from_iterable(node.waiting.values())))), node.accepting, node.abstract)
             same = self._by_future.get(future) if node_id else None
             if same is not None:
                 self._by_kernel[key] = same
@@ -439,7 +440,7 @@ class EarleyParser:
                         parts_e.append(c_expect)
                     if c_waiting:
                         parts_w.append(c_waiting)
-                    predicts |= c_predicts
+                    predicts.update(c_predicts)
                     accepting |= c_accepting
                 continue
             if x < nt_base:
@@ -451,7 +452,7 @@ class EarleyParser:
                 agenda.append(item + 1)
         return accepting
 
-    def _completion(self, origin: int, lhs: int, depth: int) -> tuple[dict, dict, frozenset, bool]:
+    def _completion(self, origin: int, lhs: int, depth: int) -> tuple[dict, dict, tuple, bool]:
         """What completing ``lhs`` with origin ``origin`` adds to a set: the closure of the
         items of ``origin`` waiting for ``lhs``, advanced (memoised: sets are immutable)."""
         key = origin * self._nsym + lhs
@@ -467,7 +468,7 @@ class EarleyParser:
         accepting = self._advance_items(agenda, expect, waiting, parts_e, parts_w, predicts, origin,
                                         {key}, depth)
         hit = self._completion_memo[key] = (_union(expect, parts_e), _union(waiting, parts_w),
-                                            frozenset(predicts), accepting)
+                                            tuple(predicts), accepting)
         return hit
 
 
