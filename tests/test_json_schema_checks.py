@@ -380,3 +380,26 @@ def test_type_only_schemas_use_the_drafts_own_type_semantics(draft: str) -> None
             except Exception:  # noqa: BLE001 - an unknown type name: never accepted
                 expected = False
             assert validators.is_valid(index.locate(schema), value) == expected, (draft, kind, value)
+
+
+def test_sub_schemas_that_reference_a_bundled_meta_schema_validate_in_isolation() -> None:
+    """A ``$ref`` into the draft-04 meta-schema (as swagger 2.0's does) lands on a sub-schema
+    with refs of its own (``#/definitions/simpleTypes``); validated in isolation, e.g. as a
+    checked member of an any-order object, they must resolve inside the meta-schema
+    (MaskBench dev 7294 rejected its valid instances)."""
+    from constrained.json_schema.resolver import SchemaIndex
+    from constrained.json_schema.validation import SchemaValidators
+
+    schema = {"$schema": "http://json-schema.org/draft-04/schema#", "type": "object",
+              "properties": {"type": {"$ref": "http://json-schema.org/draft-04/schema#/properties/type"},
+                             "n": {"type": "integer"}},
+              "required": ["type"], "additionalProperties": False}
+    reference = jsonschema.Draft4Validator(schema)
+    index = SchemaIndex(schema)
+    validators = SchemaValidators(index)
+    grammar = compile_grammar(Grammar.from_json_schema(schema, property_order="any"), BYTES, cache_dir=None)
+    for value in [{"type": "array"}, {"type": ["string", "null"], "n": 1}, {"n": 2, "type": "object"},
+                  {"type": "arr"}, {"type": ["string", "string"]}, {"type": 3}, {"n": 1}]:
+        expected = reference.is_valid(value)
+        assert validators.is_valid(index.locate(schema), value) == expected, value
+        assert grammar.accepts_bytes(json.dumps(value).encode()) == expected, value

@@ -74,6 +74,7 @@ class SchemaValidators:
 
     def _setup(self) -> None:
         import jsonschema
+        from jsonschema_specifications import REGISTRY as SPECIFICATIONS
         from referencing import Registry, Resource
         from referencing.jsonschema import DRAFT4, DRAFT6, DRAFT7, DRAFT202012
 
@@ -83,7 +84,11 @@ class SchemaValidators:
         spec = {jsonschema.Draft4Validator: DRAFT4, jsonschema.Draft6Validator: DRAFT6,
                 jsonschema.Draft7Validator: DRAFT7}.get(cls, DRAFT202012)
         resource = Resource.from_contents(doc, default_specification=spec)
-        registry = Registry().with_resource(self.index.root_uri, resource)
+        # the meta-schemas jsonschema bundles first (a $ref into one, e.g. swagger's to draft-04's
+        # properties/type, then follows its own "#/definitions/..." refs; a sub-schema's validator
+        # gets this registry's resolver, so jsonschema does not add them itself), the document's
+        # own resources over them
+        registry = Registry().combine(SPECIFICATIONS).with_resource(self.index.root_uri, resource)
         for uri, loc in self.index.resources().items():
             if uri != self.index.root_uri and isinstance(loc.schema, (dict, bool)):
                 registry = registry.with_resource(uri, Resource.from_contents(loc.schema,
