@@ -19,14 +19,15 @@ b: | "b" b
 """
 
 
-def _parser(text: str) -> EarleyParser:
+def _parser(source: str) -> EarleyParser:
+    """The parser of a shipped grammar file (``*.lark``) or of grammar text."""
+    text = (GRAMMARS / source).read_text() if source.endswith(".lark") else source
     return EarleyParser(ParserTables.from_grammar(Grammar.from_lark(text)))
 
 
 @pytest.mark.parametrize("source", ["json.lark", "arithmetic.lark", NULLABLE_GRAMMAR])
 def test_items_round_trip_at_every_dotted_position(source):
-    text = (GRAMMARS / source).read_text() if source.endswith(".lark") else source
-    p = _parser(text)
+    p = _parser(source)
     t = p.tables
     seen = set()
     for r, rhs in enumerate(t.rule_rhs):
@@ -78,8 +79,7 @@ def _textbook_closure(p: EarleyParser, node_id: int) -> tuple[set, set, bool]:
 
 @pytest.mark.parametrize("source", ["json.lark", "arithmetic.lark", NULLABLE_GRAMMAR])
 def test_memoised_closures_equal_the_textbook_closure(source):
-    text = (GRAMMARS / source).read_text() if source.endswith(".lark") else source
-    p = _parser(text)
+    p = _parser(source)
     rng = random.Random(7)
     frontier = [p.root]
     visited = set()

@@ -75,7 +75,7 @@ class SchemaValidators:
     def _setup(self) -> None:
         import jsonschema
         from jsonschema_specifications import REGISTRY as SPECIFICATIONS
-        from referencing import Registry, Resource
+        from referencing import Resource
         from referencing.jsonschema import DRAFT4, DRAFT6, DRAFT7, DRAFT202012
 
         doc = self.index.document
@@ -88,7 +88,7 @@ class SchemaValidators:
         # properties/type, then follows its own "#/definitions/..." refs; a sub-schema's validator
         # gets this registry's resolver, so jsonschema does not add them itself), the document's
         # own resources over them
-        registry = Registry().combine(SPECIFICATIONS).with_resource(self.index.root_uri, resource)
+        registry = SPECIFICATIONS.with_resource(self.index.root_uri, resource)
         for uri, loc in self.index.resources().items():
             if uri != self.index.root_uri and isinstance(loc.schema, (dict, bool)):
                 registry = registry.with_resource(uri, Resource.from_contents(loc.schema,

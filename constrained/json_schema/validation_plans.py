@@ -173,13 +173,13 @@ class _Plan:
     def _valid(self, target: Target, value: Any) -> bool:
         return target if isinstance(target, bool) else self.validators.decide(target, value)
 
-    def _memoised(self, key: tuple, compute: Callable[[], bool]) -> bool:
-        ok = self._verdicts.get(key)
-        if ok is None:
-            ok = compute()
-            if len(self._verdicts) >= MEMO_LIMIT:
-                self._verdicts.clear()
-            self._verdicts[key] = ok
+    def _remember(self, key: tuple, ok: bool) -> bool:
+        """Store the verdict ``ok`` under ``key`` and return it.  Plans look verdicts up in
+        ``_verdicts`` inline (once per member or element of every value they check: a
+        call per lookup would cost more than the lookup)."""
+        if len(self._verdicts) >= MEMO_LIMIT:
+            self._verdicts.clear()
+        self._verdicts[key] = ok
         return ok
 
     def _in_place_hold(self, value: Any) -> bool:
@@ -259,8 +259,13 @@ class ObjectPlan(_Plan):
             return False
         if any(k in value and any(r not in value for r in need) for k, need in self.dependent.items()):
             return False
+        verdicts = self._verdicts
         for k, v in value.items():
-            if not self._memoised(_memo_key(k, v), lambda: self._member_ok(k, v)):
+            key = _memo_key(k, v)
+            ok = verdicts.get(key)
+            if ok is None:
+                ok = self._remember(key, self._member_ok(k, v))
+            if not ok:
                 return False
         return self._in_place_hold(value)
 
@@ -302,7 +307,7 @@ class ArrayPlan(_Plan):
                  rest: Target, low, high, typed: bool, unique: bool) -> None:
         super().__init__(validators, in_place)
         self.prefix, self.rest, self.low, self.high, self.typed = prefix, rest, low, high, typed
-        self.unique = unique
+        # uniqueItems: the draft's own check, for arrays with a container element
         self._unique_validator = validators.validator_class({"uniqueItems": True}) if unique else None
 
     @classmethod
@@ -349,12 +354,12 @@ class ArrayPlan(_Plan):
             if target is False:
                 return False
             key = _memo_key(i if i < n else n, v)
-            ok = verdicts.get(key)             # (long arrays: a hit costs one lookup per element)
+            ok = verdicts.get(key)
             if ok is None:
-                ok = self._memoised(key, lambda: self._valid(target, v))
+                ok = self._remember(key, self._valid(target, v))
             if not ok:
                 return False
-        if self.unique and not self._all_unique(value):
+        if self._unique_validator is not None and not self._all_unique(value):
             return False
         return self._in_place_hold(value)
 
