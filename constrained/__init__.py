@@ -11,6 +11,7 @@ Core API (the engine):
 """
 
 from constrained.app import extract, extract_many, generate
+from constrained.engine.batch import fill_masks
 from constrained.engine.compiled import CompiledGrammar, compile_grammar
 from constrained.engine.matcher import Matcher
 from constrained.errors import (
@@ -33,5 +34,5 @@ __all__ = [
     "CompileLimitError", "CompiledGrammar", "ConstrainedError", "Grammar", "GrammarError",
     "GrammarSyntaxError", "Matcher", "MatcherError", "RegexError", "Rule", "TerminalDef",
     "TokenVocabulary", "UnsupportedGrammarError", "VocabularyError", "apply_token_mask",
-    "compile_grammar", "extract", "extract_many", "generate", "pack_mask", "unpack_mask",
+    "compile_grammar", "extract", "extract_many", "fill_masks", "generate", "pack_mask", "unpack_mask",
 ]
