@@ -160,9 +160,7 @@ class SchemaCompiler:
         self.options = options
         self.index = SchemaIndex(schema, documents=dict(options.documents or {}))
         self.validators = SchemaValidators(self.index, formats=options.formats == "assert")
-        dialect = str(schema.get("$schema", "")) if isinstance(schema, dict) else ""
-        self.legacy = any(d in dialect for d in ("draft-03", "draft-04", "draft-06", "draft-07"))
-        self.integers_exclude_floats = any(d in dialect for d in ("draft-03", "draft-04"))   # 1.0 not an integer
+        self.dialect = self.validators.dialect      # the draft every keyword is read under
         self.b = _Builder()
         self.notes: list[SchemaNote] = []
         self._noted: set[SchemaNote] = set()
@@ -186,7 +184,7 @@ class SchemaCompiler:
         if self.checked:
             from constrained.json_schema.value_checks import JsonValueChecks
 
-            checks = JsonValueChecks(self.index, self.validators, list(self.checked.values()), legacy=self.legacy)
+            checks = JsonValueChecks(self.index, self.validators, list(self.checked.values()))
         used = {s for r in rules for s in r.rhs}
         terminals = tuple(t for t in self.b.terminal_defs() if t.name in used)
         grammar = Grammar(terminals=terminals, rules=tuple(rules), start="start", source="<json schema>",
@@ -199,7 +197,7 @@ class SchemaCompiler:
             for k in keywords:
                 self.note(pointer, k, "ignored beside $ref, as drafts up to 07 specify")
 
-        return flatten(items, self.index, legacy=self.legacy, on_ignored=ignored)
+        return flatten(items, self.index, self.dialect, on_ignored=ignored)
 
     def ws(self) -> tuple[str, ...]:
         """The optional-whitespace symbols between two JSON tokens (none when compact)."""
@@ -258,7 +256,11 @@ class SchemaCompiler:
                 continue
             self._seen_dicts.add(id(p.schema))
             for k in p.schema:
-                if k not in ANNOTATIONS and k not in KNOWN:
+                if k in ANNOTATIONS or k in KNOWN:
+                    continue
+                if self.dialect.evaluates(k):      # draft-03's divisibleBy, disallow, extends
+                    self.check(p, k, f"{k} ({self.dialect.name}) is not translated")
+                else:
                     self.note(p.pointer, k, "unknown keyword: an annotation without validation meaning")
 
     # ------------------------------------------------------------------ conjunctions
@@ -386,9 +388,8 @@ class SchemaCompiler:
         kinds = set(_ALL_KINDS)
         disc: dict[str, list] = {}
         for p in conj:
-            t = p.get("type")
-            if t is not None:
-                kinds &= _kinds_of(t, p.pointer)
+            if p.has("type"):
+                kinds &= self._type_kinds(p, check=False)
             for kw in ("const", "enum"):
                 if p.has(kw):
                     vals = [p.get(kw)] if kw == "const" else p.get(kw)
@@ -398,19 +399,40 @@ class SchemaCompiler:
             required = p.get("required") if isinstance(p.get("required"), list) else []
             if isinstance(props, dict):
                 for name in required:
-                    sub = props.get(name)
-                    if isinstance(sub, dict) and ("const" in sub or "enum" in sub):
-                        vals = [sub["const"]] if "const" in sub else sub["enum"]
-                        if isinstance(vals, list):
-                            disc[name] = vals
+                    vals = self._fixed_values(props.get(name))
+                    if vals is not None:
+                        disc[name] = vals
         return frozenset(kinds), disc
+
+    def _fixed_values(self, sub: Any) -> list | None:
+        """The values a property's schema ``sub`` admits at most (its const or enum), if it says."""
+        if not isinstance(sub, dict) or (self.dialect.refs_replace_siblings and "$ref" in sub):
+            return None                             # the $ref target decides, not its siblings
+        for kw in ("const", "enum"):
+            if kw in sub and self.dialect.evaluates(kw):
+                vals = [sub["const"]] if kw == "const" else sub["enum"]
+                return vals if isinstance(vals, list) else None
+        return None
+
+    def _type_kinds(self, part: Part, *, check: bool = True) -> set[str]:
+        """The value kinds ``part``'s ``type`` allows (draft-03 ``any`` and schemas in a type list:
+        every kind, the schemas enforced by a value check)."""
+        t = part.get("type")
+        if self.dialect.name == "draft3":
+            types = t if isinstance(t, list) else [t]
+            if "any" in types:
+                return set(_ALL_KINDS)
+            if any(isinstance(x, dict) for x in types):
+                if check:
+                    self.check(part, "type", "draft-03 schemas inside type are not translated")
+                return set(_ALL_KINDS)
+        return _kinds_of(t, part.pointer)
 
     def _kinds(self, conj: Conjunction) -> set[str]:
         kinds = set(_ALL_KINDS)
         for p in conj:
-            t = p.get("type")
-            if t is not None:
-                kinds &= _kinds_of(t, p.pointer)
+            if p.has("type"):
+                kinds &= self._type_kinds(p)
             if p.has("not"):
                 neg = p.get("not")
                 if neg is True or neg == {}:
@@ -435,9 +457,27 @@ class SchemaCompiler:
             raise InvalidSchemaError("enum must be an array", keyword="enum", pointer=source.pointer)
         out = []
         for v in values:
-            if all(self.validators.is_valid(p.loc, v) for p in conj):
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                out += self._number_value(conj, v)
+            elif all(self.validators.is_valid(p.loc, v) for p in conj):
                 out.append(self._value_symbols(v))
         return out
+
+    def _number_value(self, conj: Conjunction, value: int | float) -> list[tuple[str, ...]]:
+        """The spellings of an enum/const number that are valid where ``conj`` applies.
+
+        An integral value has two JSON forms that parse differently: ``3`` (an int) and
+        ``3.0``/``3.00`` (a float, not an integer in drafts 03/04, and not even the same
+        number past 2**53); each form is validated as what it parses to."""
+        valid = [form for form in _number_forms(value)
+                 if all(self.validators.is_valid(p.loc, json.loads(form)) for p in conj)]
+        if not valid:
+            return []
+        if len(valid) == 2:
+            return [(self.b.term(re.escape(valid[0]) + r"(?:\.0+)?", "CONST_NUM"),)]
+        if valid[0].endswith(".0"):
+            return [(self.b.term(re.escape(valid[0][:-1]) + "0+", "CONST_NUM"),)]
+        return [(self.b.lit(valid[0]),)]
 
     def _fixed_string(self, text: str, hint: str) -> str:
         """A terminal for the JSON string ``text`` in the spellings ``fixed_strings`` allows."""
@@ -453,10 +493,13 @@ class SchemaCompiler:
         if isinstance(value, bool) or value is None:
             return (b.lit(json.dumps(value)),)
         if isinstance(value, (int, float)):
-            if isinstance(value, int) or value.is_integer():
-                whole = str(int(value))                  # 1 and 1.0 are the same JSON value
-                return (b.term(re.escape(whole) + r"(?:\.0+)?", "CONST_NUM"),)
-            return (b.lit(json.dumps(value)),)
+            # inside a container: the form the schema wrote (what the enum filter validated),
+            # and both integral forms where the draft makes them the same value
+            forms = _number_forms(value)
+            if len(forms) == 2 and self.dialect.floats_are_integers and abs(value) <= 2 ** 53:
+                return (b.term(re.escape(forms[0]) + r"(?:\.0+)?", "CONST_NUM"),)
+            form = forms[0] if isinstance(value, int) or len(forms) == 1 else forms[1]
+            return (b.lit(form),)
         if isinstance(value, list):
             out: list[str] = [b.lit("["), *w]
             for i, item in enumerate(value):
@@ -479,12 +522,8 @@ class SchemaCompiler:
         lows: list[tuple[Any, bool]] = []
         highs: list[tuple[Any, bool]] = []
         for p in conj:
-            lo, hi = p.get("minimum"), p.get("maximum")
-            xlo, xhi = p.get("exclusiveMinimum"), p.get("exclusiveMaximum")
-            if isinstance(xlo, bool):  # draft-04: exclusiveMinimum: true makes minimum exclusive
-                xlo, lo = (lo, None) if xlo else (None, lo)
-            if isinstance(xhi, bool):
-                xhi, hi = (hi, None) if xhi else (None, hi)
+            lo, xlo = self._bound(p, "minimum", "exclusiveMinimum")
+            hi, xhi = self._bound(p, "maximum", "exclusiveMaximum")
             for k, v in (("minimum", lo), ("maximum", hi), ("exclusiveMinimum", xlo), ("exclusiveMaximum", xhi)):
                 if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
                     raise InvalidSchemaError(f"{k} must be a number, not {v!r}", keyword=k, pointer=p.pointer)
@@ -508,7 +547,7 @@ class SchemaCompiler:
             ilo, ihi = integer_bounds(None if xlo else lo, None if xhi else hi,
                                       lo if xlo else None, hi if xhi else None)
             regex = integer_range_regex(ilo, ihi)
-            if not fractions and not self.integers_exclude_floats and \
+            if not fractions and self.dialect.floats_are_integers and \
                     all(v is None or abs(v) <= 2 ** 53 for v in (ilo, ihi)):
                 regex = f"(?:{regex})(?:\\.0+)?"      # 1.0 is an integer too (from draft 6); its float is exact
             out.append((self.b.term(regex, "INTEGER"),))
@@ -527,6 +566,21 @@ class SchemaCompiler:
             if "empty" not in str(e):
                 raise InvalidSchemaError(str(e), keyword="minimum", pointer=pointer) from e
         return out
+
+    def _bound(self, part: Part, inclusive: str, exclusive: str) -> tuple[Any, Any]:
+        """``part``'s (inclusive, exclusive) bound on one side, as its draft reads them.
+
+        Drafts 03/04: ``exclusiveMinimum`` is a flag of ``minimum`` (any truthy value
+        makes it exclusive; alone it does nothing).  Later drafts: a bound of its own,
+        compared as a number even when written ``true``/``false`` (1/0), as the validator does."""
+        bound, other = part.get(inclusive), part.get(exclusive)
+        if self.dialect.exclusive_bounds_are_flags:
+            return (None, bound) if other else (bound, None)
+        if isinstance(other, bool):
+            self.note(part.pointer, exclusive, f"{exclusive}: {str(other).lower()} is the number "
+                                               f"{int(other)} in {self.dialect.name}")
+            other = int(other)
+        return bound, other
 
     # ------------------------------------------------------------------ strings
     def _string(self, conj: Conjunction) -> list[tuple[str, ...]]:
@@ -696,8 +750,10 @@ class SchemaCompiler:
                 raise InvalidSchemaError("properties must be an object", keyword="properties", pointer=p.pointer)
             order += [k for k in props if k not in order]
             req = p.get("required", [])
-            if isinstance(req, bool):        # draft-03 spelling inside a property: not supported as such
-                self.check(p, "required", "draft-03 boolean required is enforced by validation")
+            if self.dialect.required_in_property:   # draft 03: a truthy "required" inside a property's schema
+                req = [k for k, sub in props.items() if isinstance(sub, dict) and sub.get("required", False)]
+            elif isinstance(req, bool):     # the draft-03 spelling under a later draft
+                self.check(p, "required", f"a boolean required ({self.dialect.name}) is enforced by validation")
                 req = []
             if not isinstance(req, list) or not all(isinstance(r, str) for r in req):
                 raise InvalidSchemaError("required must be an array of strings", keyword="required",
@@ -906,6 +962,17 @@ def _kinds_of(t: Any, pointer: str) -> set[str]:
         raise InvalidSchemaError(f"type must be one of {JSON_TYPES} or a list of them, not {t!r}",
                                  keyword="type", pointer=pointer)
     return {k for x in types for k in _KINDS[x]}
+
+
+def _number_forms(value: int | float) -> list[str]:
+    """The JSON spellings of a number the compiler offers: an integral value as ``3`` and
+    ``3.0`` (each parses to its own Python value), any other as ``json.dumps`` writes it."""
+    if isinstance(value, float) and not value.is_integer():
+        if value != value or value in (float("inf"), float("-inf")):
+            raise InvalidSchemaError(f"not a JSON number: {value!r}", keyword="enum")
+        return [json.dumps(value)]
+    whole = str(int(value))
+    return [whole, whole + ".0"]
 
 
 def _value_kinds(value: Any) -> set[str]:

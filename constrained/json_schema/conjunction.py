@@ -15,7 +15,8 @@ Example:
     >>> from constrained.json_schema.resolver import SchemaIndex
     >>> schema = {"$defs": {"pos": {"minimum": 0}}, "allOf": [{"$ref": "#/$defs/pos"}, {"type": "integer"}]}
     >>> idx = SchemaIndex(schema)
-    >>> conj = flatten([root_part(idx)], idx, legacy=False)
+    >>> from constrained.json_schema.dialect import dialect_of
+    >>> conj = flatten([root_part(idx)], idx, dialect_of(schema))
     >>> sorted(k for p in conj for k in p.keywords())      # the root keeps its $defs (an annotation)
     ['$defs', 'minimum', 'type']
 """
@@ -28,6 +29,7 @@ from functools import lru_cache
 from typing import Any, Iterable
 
 from constrained.errors import InvalidSchemaError, UnsupportedSchemaError
+from constrained.json_schema.dialect import Dialect
 from constrained.json_schema.resolver import Located, SchemaIndex, escape_pointer_token
 
 # keywords expanded by `flatten` (never read through `Part.get`)
@@ -86,13 +88,14 @@ def locate(index: SchemaIndex, schema: Any, base: str, pointer: str) -> Located:
     return Located(schema, base, pointer, base, pointer)
 
 
-def flatten(items: Iterable[Part | tuple[Any, str, str]], index: SchemaIndex, *, legacy: bool,
+def flatten(items: Iterable[Part | tuple[Any, str, str]], index: SchemaIndex, dialect: Dialect,
             on_ignored=None) -> Conjunction | None:
     """Expand ``$ref`` and ``allOf`` and drop ``true``: a flat conjunction, or None if it
     contains ``false``.  ``items`` are `Part`s or ``(schema, base, pointer)`` triples.
 
-    ``legacy`` (drafts up to 07): ``$ref`` replaces its siblings (``on_ignored(pointer,
-    keywords)`` hears about the ignored ones).
+    Keywords the ``dialect`` does not evaluate (``const`` under draft-04, ...) start
+    out done: they are annotations there.  Up to draft 07 ``$ref`` replaces its
+    siblings (``on_ignored(pointer, keywords)`` hears about the ignored ones).
     """
     out: list[Part] = []
     seen: set[tuple] = set()
@@ -110,7 +113,8 @@ def flatten(items: Iterable[Part | tuple[Any, str, str]], index: SchemaIndex, *,
             if not isinstance(schema, dict):
                 raise InvalidSchemaError(f"a schema must be an object or a boolean, not {type(schema).__name__}",
                                          pointer=pointer)
-            part = Part(locate(index, schema, base, pointer))
+            foreign = _foreign_keywords(schema, dialect)
+            part = Part(locate(index, schema, base, pointer), foreign)
         if part.key in seen:
             continue
         seen.add(part.key)
@@ -119,14 +123,14 @@ def flatten(items: Iterable[Part | tuple[Any, str, str]], index: SchemaIndex, *,
         if "$ref" in schema and "$ref" not in part.done:
             target, tbase, _ = index.resolve(schema["$ref"], base, pointer)
             tloc = (target, tbase, pointer + "/$ref")
-            if legacy:
+            if dialect.refs_replace_siblings:
                 ignored = [k for k in schema if k not in ("$ref",) and k in _VALIDATION]
                 if ignored and on_ignored is not None:
                     on_ignored(pointer, ignored)
                 stack.append(tloc)
                 continue
             pending.append(tloc)
-        if "allOf" in schema and "allOf" not in part.done:
+        if "allOf" in schema and "allOf" not in part.done and dialect.evaluates("allOf"):
             branches = schema["allOf"]
             if not isinstance(branches, list) or not branches:
                 raise InvalidSchemaError("allOf must be a non-empty array", keyword="allOf", pointer=pointer)
@@ -136,6 +140,11 @@ def flatten(items: Iterable[Part | tuple[Any, str, str]], index: SchemaIndex, *,
             out.append(Part(part.loc, part.done | expanded) if expanded else part)  # never expanded twice
         stack.extend(reversed(pending))
     return tuple(out)
+
+
+def _foreign_keywords(schema: dict, dialect: Dialect) -> frozenset[str]:
+    """The validation keywords of ``schema`` that its dialect gives no meaning."""
+    return frozenset(k for k in schema if k in _VALIDATION and not dialect.evaluates(k))
 
 
 # ---------------------------------------------------------------------- one level down

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from constrained.json_schema.dialect import dialect_of
 from constrained.json_schema.keywords import ANNOTATIONS
 from constrained.json_schema.resolver import Located, SchemaIndex
 from constrained.json_schema.validation_plans import ArrayPlan, ObjectPlan
@@ -60,6 +61,7 @@ class SchemaValidators:
 
     def __init__(self, index: SchemaIndex, *, formats: bool = True) -> None:
         self.index = index
+        self.dialect = dialect_of(index.document)
         self.formats = formats
         self._cls = None
         self._registry = None
@@ -76,13 +78,13 @@ class SchemaValidators:
         import jsonschema
         from jsonschema_specifications import REGISTRY as SPECIFICATIONS
         from referencing import Resource
-        from referencing.jsonschema import DRAFT4, DRAFT6, DRAFT7, DRAFT202012
+        from referencing.jsonschema import DRAFT3, DRAFT4, DRAFT6, DRAFT7, DRAFT201909, DRAFT202012
 
         doc = self.index.document
-        cls = jsonschema.validators.validator_for(doc, default=jsonschema.Draft202012Validator) \
-            if isinstance(doc, dict) else jsonschema.Draft202012Validator
-        spec = {jsonschema.Draft4Validator: DRAFT4, jsonschema.Draft6Validator: DRAFT6,
-                jsonschema.Draft7Validator: DRAFT7}.get(cls, DRAFT202012)
+        cls = self.dialect.validator_class
+        spec = {jsonschema.Draft3Validator: DRAFT3, jsonschema.Draft4Validator: DRAFT4,
+                jsonschema.Draft6Validator: DRAFT6, jsonschema.Draft7Validator: DRAFT7,
+                jsonschema.Draft201909Validator: DRAFT201909}.get(cls, DRAFT202012)
         resource = Resource.from_contents(doc, default_specification=spec)
         # the meta-schemas jsonschema bundles first (a $ref into one, e.g. swagger's to draft-04's
         # properties/type, then follows its own "#/definitions/..." refs; a sub-schema's validator
@@ -161,7 +163,7 @@ class SchemaValidators:
     @property
     def refs_replace_siblings(self) -> bool:
         """Drafts up to 07: a ``$ref`` makes its sibling keywords ignored."""
-        return "dependentRequired" not in self.validator_class.VALIDATORS
+        return self.dialect.refs_replace_siblings
 
     @staticmethod
     def _per_loc(store: dict, loc: Located, compute):

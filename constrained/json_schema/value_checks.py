@@ -170,10 +170,9 @@ class JsonValueChecks:
     and `candidates`; a tracker state is an immutable tuple, so forks share it.
     """
 
-    def __init__(self, index: SchemaIndex, validators: SchemaValidators, checked: list[Located], *,
-                 legacy: bool = False) -> None:
+    def __init__(self, index: SchemaIndex, validators: SchemaValidators, checked: list[Located]) -> None:
         self.index = index
-        self.legacy = legacy
+        self.dialect = validators.dialect
         self.validators = validators
         self.checked = checked
         self._reaching = _reaching(index, {id(loc.schema) for loc in checked})
@@ -189,7 +188,7 @@ class JsonValueChecks:
 
     def cursor(self, items) -> CheckCursor | None:
         """The cursor of a place where ``items`` apply (None: nothing below is checked)."""
-        conj = flatten(items, self.index, legacy=self.legacy) if items else ()
+        conj = flatten(items, self.index, self.dialect) if items else ()
         if not conj:
             return None
         validate = tuple(p.loc for p in conj if id(p.schema) in self._reaching)
