@@ -29,18 +29,22 @@ Isolation: the vocabulary (and llguidance's tokenizer) is loaded once and, unles
 ``--no-warmup``, our engine compiles MaskBench's two warm-up schemas (generic JSON,
 a flat object) and llguidance builds matchers for them, as a server that is up
 would have; then every (batch size, batch, engine) runs in its own forked
-process, so no run sees another's in-memory caches.  Peak memory = the peak RSS
+process, so no run sees another's in-memory caches (the harness's own objects, the
+MaskBench records dropped, are frozen out of the garbage collector first:
+``gc.freeze()``, so that collections during a run scan the engine's objects, the
+warm-up's included, not the harness's).  Peak memory = the peak RSS
 of that process (reset at its start) minus its RSS at the start: compiled
 grammars, matchers, caches built during the run and the mask array.
 
 Reported per batch size (batches pooled): compile-all time (all requests of a
 batch, sequentially; mean over batches), step time p50/p99 (one step = fill +
 commit for every live request), mean time per request-token (sum of step times /
-tokens committed, EOS included), peak memory, and the ratios ours/llguidance; for
-ours also the split of step time into mask fill, commit and garbage collection.
+tokens committed, EOS included), the first step (every request's first mask, all
+live), peak memory, and the ratios ours/llguidance; for ours also the split of
+step time into mask fill, commit and garbage collection (and GC's share of compile).
 One core: numeric libraries and llguidance run one thread each.
 
-    python benchmarks/serving_batch.py --batch-sizes 1,16,64 --batches 2 [--seed 0] [--out benchmarks/results]
+    python benchmarks/serving_batch.py --batch-sizes 1,16,64,256 --batches 2 [--seed 0] [--out benchmarks/results]
 
 Writes ``<out>/serving_batch.{json,md,png}``.
 """
@@ -74,7 +78,7 @@ from _common import (
     summarize,
 )
 
-from constrained.bench.maskbench import SCHEMA_OPTIONS, WARMUP, _prepare
+from constrained.bench.maskbench import SCHEMA_OPTIONS, WARMUP, _git_state, _prepare
 
 STEM = "serving_batch"
 ENGINES = ("ours", "llguidance")
@@ -253,7 +257,7 @@ def _screen(engines: list, requests: list[dict], eos: int, timeout_s: float, pro
             except TimeoutError:
                 reason = f"{eng.name}: compile + instance over {timeout_s:g} s"
             except Exception as e:  # noqa: BLE001 - any refusal skips the schema
-                reason = f"{eng.name}: compile error ({type(e).__name__})"
+                reason = f"{eng.name}: compile error ({type(e).__name__}: {_gist(e)})"
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
             if reason:
@@ -264,6 +268,13 @@ def _screen(engines: list, requests: list[dict], eos: int, timeout_s: float, pro
     if bar is not None:
         bar.close()
     return out
+
+
+def _gist(e: BaseException) -> str:
+    """The kind of an error message: its first line, numbers and quoted names blanked, cut short."""
+    line = (str(e).strip().splitlines() or [""])[0]
+    line = re.sub(r"\"[^\"]*\"|'[^']*'|`[^`]*`", "…", line)
+    return re.sub(r"\d+", "N", line)[:80]
 
 
 def _bar(progress: bool, total: int | None, desc: str, **kw):
@@ -288,6 +299,7 @@ def run_batch(engine, requests: list[dict], eos: int, progress: bool = False) ->
         matchers: list = []
         failed = Counter()
         bar = _bar(progress, len(requests), f"{engine.name}: compile")
+        gct.on = True
         t_all = clock()
         for r in requests:
             t0 = clock()
@@ -302,7 +314,9 @@ def run_batch(engine, requests: list[dict], eos: int, progress: bool = False) ->
         compile_all_s = clock() - t_all
         if bar is not None:
             bar.close()
+        gct.on = False
         gc_compile_s, gct.seconds = gct.seconds, 0.0
+        gc_compile_n, gct.collections = dict(gct.collections), Counter()
         n = len(requests)
         out = np.zeros((n, engine.words), dtype=np.int32)
         live = [i for i in range(n) if matchers[i] is not None]
@@ -345,6 +359,7 @@ def run_batch(engine, requests: list[dict], eos: int, progress: bool = False) ->
     return {
         "engine": engine.name, "requests": n, "compile_failed": dict(failed), "tokens": tokens, "steps": len(steps),
         "compile_all_s": compile_all_s, "compile_s": compile_s, "gc_compile_s": gc_compile_s,
+        "gc_compile_collections": gc_compile_n,
         "step_s": steps, "fill_s": float(sum(fills)), "commit_s": float(sum(commits)),
         "gc_steps_s": gct.seconds, "gc_collections": dict(gct.collections), "batch_sizes": sizes,
         "per_token_mean_us": float(sum(steps)) / max(tokens, 1) * 1e6,
@@ -390,9 +405,13 @@ def _pool(runs: list[dict]) -> dict[str, Any]:
                                    summarize([t for r in runs for t in r["compile_s"]]).items() if k != "tokens"},
         "step_us": summarize(steps),
         "per_token_mean_us": total / max(tokens, 1) * 1e6,
+        "first_step_ms": (float(np.mean([r["step_s"][0] for r in runs if r["step_s"]])) * 1e3
+                          if any(r["step_s"] for r in runs) else None),
         "fill_share": sum(r["fill_s"] for r in runs) / total if total else None,
         "commit_share": sum(r["commit_s"] for r in runs) / total if total else None,
         "gc_share": sum(r["gc_steps_s"] for r in runs) / total if total else None,
+        "gc_compile_share": (sum(r["gc_compile_s"] for r in runs) / sum(r["compile_all_s"] for r in runs)
+                             if sum(r["compile_all_s"] for r in runs) else None),
         "peak_mib": max(peaks) if peaks else None,
         "mask_refused_committed_token": sum(r["mask_refused_committed_token"] for r in runs),
         "commit_refused": sum(r["commit_refused"] for r in runs),
@@ -427,6 +446,7 @@ def run(batch_sizes: Sequence[int] = (1, 16, 64), batches: int = 2, seed: int = 
     if "llguidance" in engines:
         objs["llguidance"] = LLGuidanceEngine(vocab_path, vocab.eos_ids)
     rng = random.Random(seed)
+    data_name = str(data) if records is None else "<records>"
     records = list(records) if records is not None else list(read_maskbench(data))
     pool = _draw(records, rng)
     needed = sum(batch_sizes) * batches
@@ -454,32 +474,39 @@ def run(batch_sizes: Sequence[int] = (1, 16, 64), batches: int = 2, seed: int = 
     if len(chosen) < needed:
         raise ValueError(f"only {len(chosen)} usable requests for {needed} (batch sizes {list(batch_sizes)} x "
                          f"{batches} batches)")
-    if warmup:
-        for schema, inst in WARMUP:
-            toks = [int(t) for t in vocab.encode(json.dumps(inst))]
-            for eng in objs.values():
-                m = eng.compile(schema)
-                if eng.name == "ours":
-                    for t in toks:
-                        m.mask()
-                        m.advance(t)
-                else:
-                    eng.accepts(m, toks, eos)
-    runs: list[dict] = []
-    used = 0
-    bar = _bar(progress, len(batch_sizes) * batches * len(objs), "serving runs")
-    for b in batch_sizes:
-        for k in range(batches):
-            reqs = chosen[used:used + b]
-            used += b
-            for eng in objs.values():
-                res = in_fork(run_batch, eng, reqs, eos, progress, isolate=isolate)
-                res.update(batch_size=b, batch=k, schema_indices=[r["index"] for r in reqs])
-                runs.append(res)
-                if bar is not None:
-                    bar.update(1)
-    if bar is not None:
-        bar.close()
+    del records, pool
+    gc.collect()
+    gc.freeze()     # the harness's objects (vocabulary, requests) stay out of the runs' collections (not warm-up's)
+    try:
+        if warmup:
+            for schema, inst in WARMUP:
+                toks = [int(t) for t in vocab.encode(json.dumps(inst))]
+                for eng in objs.values():
+                    m = eng.compile(schema)
+                    if eng.name == "ours":
+                        for t in toks:
+                            m.mask()
+                            m.advance(t)
+                    else:
+                        eng.accepts(m, toks, eos)
+        runs: list[dict] = []
+        used = 0
+        bar = _bar(progress, len(batch_sizes) * batches * len(objs), "serving runs")
+        for b in batch_sizes:
+            for k in range(batches):
+                reqs = chosen[used:used + b]
+                used += b
+                for eng in objs.values():
+                    load = [round(x, 2) for x in os.getloadavg()]
+                    res = in_fork(run_batch, eng, reqs, eos, progress, isolate=isolate)
+                    res.update(batch_size=b, batch=k, schema_indices=[r["index"] for r in reqs], loadavg_at_start=load)
+                    runs.append(res)
+                    if bar is not None:
+                        bar.update(1)
+        if bar is not None:
+            bar.close()
+    finally:
+        gc.unfreeze()
     summary: dict[str, Any] = {}
     for b in batch_sizes:
         summary[str(b)] = {name: _pool([r for r in runs if r["batch_size"] == b and r["engine"] == name])
@@ -492,14 +519,17 @@ def run(batch_sizes: Sequence[int] = (1, 16, 64), batches: int = 2, seed: int = 
                          "step_p50": _ratio(o["step_us"].get("p50_us"), g["step_us"].get("p50_us")),
                          "step_p99": _ratio(o["step_us"].get("p99_us"), g["step_us"].get("p99_us")),
                          "per_token_mean": _ratio(o["per_token_mean_us"], g["per_token_mean_us"]),
+                         "first_step": _ratio(o["first_step_ms"], g["first_step_ms"]),
                          "peak_memory": _ratio(o["peak_mib"], g["peak_mib"])}
     meta = {"date": time.strftime("%Y-%m-%d %H:%M"), "command_args": {
                 "batch_sizes": list(batch_sizes), "batches": batches, "seed": seed, "warmup": warmup,
                 "screen_timeout_s": screen_timeout, "isolate": isolate},
-            "data": str(data) if records is None else "<records>", "vocab": str(vocab_path),
+            "data": data_name, "vocab": str(vocab_path),
             "vocab_size": len(vocab), "eos": eos, "engines": list(objs),
             "machine": f"{platform.machine()} {os.cpu_count()} CPUs, Python {platform.python_version()}",
             "loadavg_at_start": list(os.getloadavg()), "wall_s": None, "notes": notes}
+    meta["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    meta["git"] = _git_state()
     try:
         import llguidance
 
@@ -544,13 +574,17 @@ def markdown(res: dict) -> str:
              f"--batches {a['batches']} --seed {a['seed']}`"
              f"{'' if a['warmup'] else ' --no-warmup'}; {meta['machine']}; one thread per engine; "
              f"vocabulary {Path(meta['vocab']).name} ({meta['vocab_size']:,} tokens)"
-             + (f"; llguidance {meta['llguidance_version']}" if both and meta.get("llguidance_version") else ""),
+             + (f"; llguidance {meta['llguidance_version']}" if both and meta.get("llguidance_version") else "")
+             + (f"; commit {meta['git']['commit'][:7]}" if meta.get("git", {}).get("commit") else "")
+             + (" (+ uncommitted engine changes)" if meta.get("git", {}).get("dirty_paths") else "")
+             + f"; load average {meta['loadavg_at_start'][0]:.1f} at start, {meta['loadavg_at_end'][0]:.1f} at end",
              "", (f"Cells: {head}.  Compile all = every request of a batch compiled in turn (mean of "
                  f"{a['batches']} batches); a step = fill every live request's mask into one array + commit "
-                 f"each one's token; per token = sum of step times / request-tokens (EOS included); peak "
-                 f"memory = peak RSS growth of the run's process."), "",
+                 "each one's token; per token = sum of step times / request-tokens (EOS included); first step = "
+                 "the first step of a batch (every request's first mask, all live; mean of batches); peak "
+                 "memory = peak RSS growth of the run's process."), "",
              ("| batch | requests / tokens | compile all (s) | step p50 (µs) | step p99 (µs) | "
-             "per token mean (µs) | peak memory (MiB) |"), "|---|---|---|---|---|---|---|"]
+             "per token mean (µs) | first step (ms) | peak memory (MiB) |"), "|---|---|---|---|---|---|---|---|"]
     for b, per in summ.items():
         r = res["ratios"].get(b)
         first = next(iter(per.values()))
@@ -559,22 +593,26 @@ def markdown(res: dict) -> str:
                      f"{_cell(per, r, 'step_p50', lambda p: p['step_us'].get('p50_us'), 0)} | "
                      f"{_cell(per, r, 'step_p99', lambda p: p['step_us'].get('p99_us'), 0)} | "
                      f"{_cell(per, r, 'per_token_mean', lambda p: p['per_token_mean_us'], 1)} | "
+                     f"{_cell(per, r, 'first_step', lambda p: p['first_step_ms'], 1)} | "
                      f"{_cell(per, r, 'peak_memory', lambda p: p['peak_mib'], 1)} |")
     if any("ours" in per for per in summ.values()):
         lines += ["", "Ours, where step time goes and per-request compile time:", "",
-                  "| batch | mask fill | commit | of which GC | compile p50 (ms) | compile p99 (ms) | compile max (ms) |",
-                  "|---|---|---|---|---|---|---|"]
+                  ("| batch | step: mask fill | step: commit | step: of which GC | compile p50 (ms) | compile p99 (ms) | "
+                   "compile max (ms) | compile: of which GC |"),
+                  "|---|---|---|---|---|---|---|---|"]
         for b, per in summ.items():
             o = per.get("ours")
             if o:
                 c = o["compile_per_request_ms"]
                 lines.append(f"| {b} | {_f(100 * o['fill_share'], 1)}% | {_f(100 * o['commit_share'], 1)}% | "
                              f"{_f(100 * o['gc_share'], 1)}% | {_f(c.get('p50_ms'), 1)} | {_f(c.get('p99_ms'), 1)} | "
-                             f"{_f(c.get('max_ms'), 1)} |")
+                             f"{_f(c.get('max_ms'), 1)} | {_f(100 * o['gc_compile_share'], 1)}% |")
     sc = res["screening"]
     lines += ["", f"Requests: {sc['used']} used; {sc['screened']} MaskBench records with a valid instance drawn "
                   f"(seed {a['seed']}) and screened, {sc['usable']} usable; skipped: "
-              + (", ".join(f"{why}: {n}" for why, n in sc["skipped"].items()) or "none") + "."]
+              + (", ".join(f"{why}: {n}" for why, n in list(sc["skipped"].items())[:8]) or "none")
+              + (f", and {len(sc['skipped']) - 8} other reasons (see the JSON)" if len(sc["skipped"]) > 8 else "")
+              + "."]
     problems = {(b, e): (p["mask_refused_committed_token"], p["commit_refused"], p["compile_failed"])
                 for b, per in summ.items() for e, p in per.items() if any((p["mask_refused_committed_token"],
                                                                            p["commit_refused"], p["compile_failed"]))}
