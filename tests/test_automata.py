@@ -264,3 +264,47 @@ def test_residual_digest_identifies_residual_languages() -> None:
     # different residual languages, different digests (body vs whole string, vs digits)
     digits = compile_regex(r"[0-9]+")
     assert len({*same, residual_digest(quoted, quoted.start), residual_digest(digits, digits.start)}) == 3
+
+
+# ---------------------------------------------------------------------- alternations of literals
+from constrained.automata import byte_dfa  # noqa: E402
+from constrained.automata.regex_parser import literal_alternatives  # noqa: E402
+
+
+def _nfa_route(regex: str):
+    """The regex compiled through the NFA and subset construction (the reference route)."""
+    ast = byte_dfa.parse_regex(regex)
+    nfa = byte_dfa._NFABuilder(10 ** 6, regex, None)
+    start, end = nfa.new(), nfa.new()
+    nfa.build(ast, start, end)
+    table, accepting = byte_dfa._determinize(nfa, start, end, 10 ** 6)
+    return byte_dfa._minimize(byte_dfa._trim(table, accepting), accepting)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(words=st.lists(st.text(alphabet='ab"\\|.é\n\U0001f600', max_size=5), min_size=1, max_size=25),
+       escape=st.sampled_from(["re", "unicode"]))
+def test_literal_alternations_build_the_minimal_dfa_directly(words: list[str], escape: str) -> None:
+    """The finite-automaton route gives the very tables (digest) of the NFA route."""
+    def spell(w: str) -> str:
+        if not w:
+            return "(?:)"
+        return re.escape(w) if escape == "re" else "".join(c if c.isalnum() else f"\\U{ord(c):08x}" for c in w)
+
+    regex = "(?:" + "|".join(spell(w) for w in words) + ")"
+    assert sorted(set(literal_alternatives(regex))) == sorted(set(words))
+    fast = compile_regex.__wrapped__(regex)
+    assert fast.digest == byte_dfa._table_digest(*_nfa_route(regex))
+    for w in words:
+        assert fast.matches(w.encode())
+
+
+def test_literal_alternation_of_twenty_thousand_strings_compiles_fast() -> None:
+    import random
+    rng = random.Random(0)
+    words = {"".join(rng.choices("abcdefghijklmnopqrstuvwxyz", k=rng.randint(3, 8))) for _ in range(20_000)}
+    started = time.perf_counter()
+    dfa = compile_regex.__wrapped__("(?:" + "|".join(sorted(words)) + ")")
+    assert time.perf_counter() - started < 30          # bounded, not a timing test (about 1 s here)
+    assert all(dfa.matches(w.encode()) for w in list(words)[:500]) and not dfa.matches(b"zzzzzzzzz")
+    assert literal_alternatives("a|b+") is None and literal_alternatives("(?:a)|(?:b)") is None

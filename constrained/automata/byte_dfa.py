@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from constrained.automata.regex_parser import parse_regex, size_estimate
+from constrained.automata.regex_parser import literal_alternatives, parse_regex, size_estimate
 from constrained.automata.utf8 import utf8_sequences
 from constrained.errors import CompileLimitError, RegexError
 
@@ -269,17 +269,25 @@ def _refine(initial: np.ndarray, reduced: np.ndarray) -> np.ndarray:
     raise AssertionError("exact partition refinement is always stable")  # pragma: no cover
 
 
-def _minimize(table: np.ndarray, accepting: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Moore partition refinement (`_refine`), then breadth-first renumbering from
-    START with each state's targets in byte order: equal languages, equal tables."""
-    cls = accepting.astype(np.int64) + 1
-    cls[DEAD] = 0
+def _minimize(table: np.ndarray, accepting: np.ndarray, *,
+              minimal: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Moore partition refinement (`_refine`; skipped when the caller knows the DFA is
+    ``minimal`` already), then breadth-first renumbering from START with each state's
+    targets in byte order: equal languages, equal tables."""
     # bytes with identical columns stay interchangeable: refine over one byte per class
+    used = np.flatnonzero(table.any(axis=0))
     columns: dict[bytes, int] = {}
-    for b in range(256):
+    for b in used.tolist():
         columns.setdefault(table[:, b].tobytes(), b)
+    if len(used) < 256:
+        columns.setdefault(b"", int(np.flatnonzero(~table.any(axis=0))[0]))   # one all-dead column
     reduced = np.ascontiguousarray(table[:, sorted(columns.values())])
-    cls = _refine(cls, reduced)
+    if minimal:
+        cls = np.arange(table.shape[0], dtype=np.int64)
+    else:
+        cls = accepting.astype(np.int64) + 1
+        cls[DEAD] = 0
+        cls = _refine(cls, reduced)
     count = int(cls.max()) + 1
     # breadth-first numbering of classes reachable from START, each state's targets in
     # byte order; the reduced columns are in byte order, so per state only the first
@@ -319,7 +327,15 @@ def _minimize(table: np.ndarray, accepting: np.ndarray) -> tuple[np.ndarray, np.
 @functools.lru_cache(maxsize=4096)
 def compile_regex(regex: str, *, terminal: str | None = None, max_states: int = DEFAULT_MAX_STATES,
                   max_nfa_states: int = DEFAULT_MAX_NFA_STATES) -> ByteDFA:
-    """Compile a Python regex into a trimmed, minimal `ByteDFA` (cached per arguments)."""
+    """Compile a Python regex into a trimmed, minimal `ByteDFA` (cached per arguments).
+
+    An alternation of literal strings (an enum) is built as a finite automaton directly
+    (`_finite_dfa`), with room for ``8 * max_states`` states: no subset construction can
+    blow up there, and the result is the same minimal DFA the NFA route would give."""
+    words = _literal_words(regex)
+    if words is not None:
+        table, accepting = _finite_dfa(words, 8 * max_states, terminal)
+        return _finished(regex, table, accepting)
     ast = parse_regex(regex, terminal=terminal)
     if size_estimate(ast) > max_nfa_states:
         raise CompileLimitError("regex automaton too large (bounded repetitions)", limit="max_nfa_states",
@@ -329,10 +345,87 @@ def compile_regex(regex: str, *, terminal: str | None = None, max_states: int = 
     nfa.build(ast, s, e)
     table, accepting = _determinize(nfa, s, e, max_states)
     table = _trim(table, accepting)
-    table, accepting = _minimize(table, accepting)
+    return _finished(regex, *_minimize(table, accepting))
+
+
+def _finished(regex: str, table: np.ndarray, accepting: np.ndarray) -> ByteDFA:
     table.setflags(write=False)
     accepting.setflags(write=False)
     return ByteDFA(transitions=table, accepting=accepting, regex=regex, digest=_table_digest(table, accepting))
+
+
+def _literal_words(regex: str) -> list[bytes] | None:
+    """The UTF-8 strings of a regex that is an alternation of literals (None otherwise, or
+    when one of them is not encodable, a lone surrogate: the regex route decides those)."""
+    strings = literal_alternatives(regex)
+    if strings is None:
+        return None
+    try:
+        return sorted({text.encode("utf-8") for text in strings})
+    except UnicodeEncodeError:
+        return None
+
+
+def _finite_dfa(words: list[bytes], max_states: int, terminal: str | None) -> tuple[np.ndarray, np.ndarray]:
+    """The minimal DFA of a finite set of byte strings (sorted, distinct), canonically numbered.
+
+    Daciuk et al.'s incremental construction for sorted input: each word is added after
+    the longest prefix already present, and the states of the previous word's path below
+    that prefix are replaced by an equivalent registered state (same finality, same
+    transitions) or registered themselves; the result is minimal, in time linear in the
+    words' total length."""
+    edges: list[dict[int, int]] = [{}]            # state 0 here is the root (START below)
+    final = [False]
+    register: dict[tuple, int] = {}
+    path: list[int] = [0]                         # states along the previous word
+
+    def settle(depth: int) -> None:               # minimise the previous word's path below depth
+        while len(path) - 1 > depth:
+            child = path.pop()
+            parent = path[-1]
+            signature = (final[child], tuple(sorted(edges[child].items())))
+            twin = register.get(signature)
+            if twin is None:
+                register[signature] = child
+            else:
+                last = max(edges[parent])
+                edges[parent][last] = twin
+
+    previous = b""
+    for word in words:
+        common = 0
+        for a, b in zip(previous, word):
+            if a != b:
+                break
+            common += 1
+        settle(common)
+        state = path[-1]
+        for byte in word[common:]:
+            edges.append({})
+            final.append(False)
+            if len(edges) > max_states:
+                raise CompileLimitError("alternation of literals needs too many automaton states",
+                                        limit="max_dfa_states", value=max_states, terminal=terminal)
+            edges[state][byte] = state = len(edges) - 1
+            path.append(state)
+        final[state] = True
+        previous = word
+    settle(0)
+    # the registered states (and the root) in a dense table: dead 0, root 1
+    live = sorted({0} | set(register.values()))
+    number = {old: new + 1 for new, old in enumerate(live)}
+    rows, columns, targets = [], [], []
+    for old in live:
+        row = number[old]
+        for byte, target in edges[old].items():
+            rows.append(row)
+            columns.append(byte)
+            targets.append(number[target])
+    table = np.zeros((len(live) + 1, 256), np.int32)
+    table[rows, columns] = targets
+    accepting = np.zeros(len(live) + 1, bool)
+    accepting[1:] = [final[old] for old in live]
+    return _minimize(table, accepting, minimal=True)
 
 
 def _table_digest(table: np.ndarray, accepting: np.ndarray) -> str:

@@ -278,3 +278,36 @@ def size_estimate(node) -> int:
     _, sub, lo, hi = node
     copies = max(lo, hi if hi is not None else lo + 1, 1)
     return 2 + copies * size_estimate(sub)
+
+
+_LITERAL_CHAR = r"(?:[^\\|()\[\]{}*+?.^$]|\\U[0-9a-fA-F]{8}|\\u[0-9a-fA-F]{4}|\\x[0-9a-fA-F]{2}|\\[^A-Za-z0-9])"
+_LITERAL_ALTERNATION = re.compile(rf"(?:\(\?:\)|{_LITERAL_CHAR}+)(?:\|(?:\(\?:\)|{_LITERAL_CHAR}+))*")
+_LITERAL_ESCAPE = re.compile(r"\\(?:U([0-9a-fA-F]{8})|u([0-9a-fA-F]{4})|x([0-9a-fA-F]{2})|(.))", re.S)
+
+
+def _unescape(match: re.Match) -> str:
+    hexa = match.group(1) or match.group(2) or match.group(3)
+    return chr(int(hexa, 16)) if hexa else match.group(4)
+
+
+def literal_alternatives(pattern: str) -> list[str] | None:
+    """The strings of a regex that is only an alternation of literal strings (``abc|d\\.e``,
+    optionally inside one ``(?:...)``; ``(?:)`` is the empty string), else None.
+
+    Such a regex (an enum of thousands of strings) has a finite language, which
+    `constrained.automata.byte_dfa` builds as a minimal automaton directly, without an NFA.
+
+    Example:
+        >>> literal_alternatives(r"(?:ab|c\\.d|\\U000000e9|(?:))")
+        ['ab', 'c.d', 'é', '']
+        >>> literal_alternatives("ab|c+") is None
+        True
+    """
+    if pattern.startswith("(?:") and pattern.endswith(")") and _LITERAL_ALTERNATION.fullmatch(pattern[3:-1]):
+        body = pattern[3:-1]
+    elif pattern == "(?:)" or _LITERAL_ALTERNATION.fullmatch(pattern):
+        body = pattern
+    else:
+        return None
+    return ["" if piece.group() == "(?:)" else _LITERAL_ESCAPE.sub(_unescape, piece.group())
+            for piece in re.finditer(rf"\(\?:\)|{_LITERAL_CHAR}+", body)]

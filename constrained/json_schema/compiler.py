@@ -83,6 +83,7 @@ _ALL_KINDS = frozenset({"null", "boolean", "object", "array", "string", "integer
 MAX_BRANCHES = 64        # anyOf/oneOf branches distributed over their conjunction
 MAX_DISTRIBUTED = 4      # nested distributions along one conjunction
 MAX_CONJUNCTIONS = 2000  # sub-grammars before disjunctions stop being expanded (then checked)
+LARGE_ENUM = 64          # enum strings past which one terminal holds their canonical spellings
 MAX_KEY_PATTERNS = 3     # patternProperties split exactly into 2**n key classes
 MAX_COUNTED_LENGTH = 24  # string length bounds counted by the automaton (longer: value checks)
 
@@ -170,6 +171,7 @@ class SchemaCompiler:
         self._any: str | None = None
         self._ws: tuple[str, ...] | None = None
         self._fits: dict[tuple, bool | None] = {}
+        self._stripped: dict[int, Located] = {}
 
     # ------------------------------------------------------------------ entry
     def compile(self) -> SchemaCompilation:
@@ -455,22 +457,55 @@ class SchemaCompiler:
         values = [source.get("const")] if source.has("const") else source.get("enum")
         if not isinstance(values, list):
             raise InvalidSchemaError("enum must be an array", keyword="enum", pointer=source.pointer)
-        out = []
+        # validated against everything but the enum itself (already known to hold: an
+        # enum of n values would cost n^2 comparisons)
+        keyword = "const" if source.has("const") else "enum"
+        parts = [self._without(p, keyword) if p is source else p.loc for p in conj]
+        parts = [loc for loc in parts if loc is not None]
+        out: list[tuple[str, ...]] = []
+        strings: list[str] = []
         for v in values:
             if isinstance(v, (int, float)) and not isinstance(v, bool):
-                out += self._number_value(conj, v)
-            elif all(self.validators.is_valid(p.loc, v) for p in conj):
-                out.append(self._value_symbols(v))
-        return out
+                out += self._number_value(parts, v)
+            elif all(self.validators.is_valid(loc, v) for loc in parts):
+                if isinstance(v, str):
+                    strings.append(v)
+                else:
+                    out.append(self._value_symbols(v))
+        return self._string_values(source, strings) + out
 
-    def _number_value(self, conj: Conjunction, value: int | float) -> list[tuple[str, ...]]:
-        """The spellings of an enum/const number that are valid where ``conj`` applies.
+    def _without(self, part: Part, keyword: str) -> Located | None:
+        """``part``'s sub-schema without ``keyword`` (None: nothing else in it to check)."""
+        rest = {k: v for k, v in part.schema.items() if k != keyword}
+        if not any(part.has(k) and k not in ANNOTATIONS for k in rest):
+            return None
+        key = id(part.schema)
+        if key not in self._stripped:     # kept alive: validators are cached by the schema's id
+            loc = part.loc
+            self._stripped[key] = Located(rest, loc.base, loc.pointer, loc.resource, loc.resource_pointer)
+        return self._stripped[key]
+
+    def _string_values(self, source: Part, strings: list[str]) -> list[tuple[str, ...]]:
+        """Alternatives for an enum's strings: one terminal each, or, past `LARGE_ENUM`
+        strings, one terminal of their canonical JSON spellings (a finite automaton built
+        directly; every escape spelling of thousands of strings would not fit one)."""
+        if len(strings) <= LARGE_ENUM:
+            return [(self._fixed_string(v, "CONST_STR"),) for v in strings]
+        if self.options.fixed_strings != "canonical":
+            self.note(source.pointer, "enum", f"an enum of {len(strings)} strings (over {LARGE_ENUM}) accepts "
+                                              f"each string's canonical JSON spelling only")
+        spellings = sorted({_literal_regex(json.dumps(v, ensure_ascii=False)) for v in strings})
+        return [(self.b.term("(?:" + "|".join(spellings) + ")", "ENUM_STR"),)]
+
+    def _number_value(self, parts: list[Located], value: int | float) -> list[tuple[str, ...]]:
+        """The spellings of an enum/const number valid for every sub-schema of ``parts``.
 
         An integral value has two JSON forms that parse differently: ``3`` (an int) and
         ``3.0``/``3.00`` (a float, not an integer in drafts 03/04, and not even the same
         number past 2**53); each form is validated as what it parses to."""
-        valid = [form for form in _number_forms(value)
-                 if all(self.validators.is_valid(p.loc, json.loads(form)) for p in conj)]
+        # each form must still be the enum's value (parts no longer hold the enum itself)
+        valid = [form for form in _number_forms(value) if _json_equal(json.loads(form), value)
+                 and all(self.validators.is_valid(loc, json.loads(form)) for loc in parts)]
         if not valid:
             return []
         if len(valid) == 2:

@@ -26,6 +26,7 @@ from typing import Any
 from urllib.parse import unquote, urldefrag, urljoin
 
 from constrained.errors import InvalidSchemaError, UnsupportedSchemaError
+from constrained.json_schema.dialect import dialect_of
 
 DEFAULT_ROOT_URI = "https://constrained.invalid/schema.json"  # hierarchical, so relative refs join
 
@@ -70,8 +71,7 @@ class SchemaIndex:
         self._resources: dict[str, Located] = {}
         self._anchors: dict[str, Located] = {}
         self._located: dict[int, Located] = {}
-        dialect = str(schema.get("$schema", "")) if isinstance(schema, dict) else ""
-        self._id_keyword = "id" if "draft-04" in dialect or "draft-03" in dialect else "$id"
+        self._id_keyword = "id" if dialect_of(schema).name in ("draft3", "draft4") else "$id"
         self._walk(schema, root_uri, "", root_uri, "")
         here = self._located.get(id(schema))
         self.root_uri = here.base if here is not None else root_uri
