@@ -74,17 +74,26 @@ class RegexError(GrammarError):
 
 
 class CompileLimitError(GrammarError):
-    """Compiling would exceed a configured limit (automaton states, time).
+    """Compiling would exceed a configured limit (automaton states, nesting, time).
 
     Raised instead of hanging or exhausting memory on pathological input; ``limit``
-    names the limit and ``value`` the configured bound.
+    names the limit and ``value`` the configured bound; ``terminal``, or ``keyword``
+    and ``pointer`` (a JSON pointer into a schema), say what was too big.
     """
 
-    def __init__(self, message: str, *, limit: str, value: float, terminal: str | None = None) -> None:
+    def __init__(self, message: str, *, limit: str, value: float, terminal: str | None = None,
+                 keyword: str | None = None, pointer: str | None = None) -> None:
         self.limit = limit
         self.value = value
         self.terminal = terminal
-        suffix = f" (limit {limit}={value}" + (f", terminal {terminal}" if terminal else "") + ")"
+        self.keyword = keyword
+        self.pointer = pointer
+        where = [f"terminal {terminal}"] if terminal else []
+        if keyword:
+            where.append(f"keyword {keyword!r}")
+        if pointer is not None:
+            where.append(f"at #{pointer}")
+        suffix = f" (limit {limit}={value}" + "".join(", " + w for w in where) + ")"
         super().__init__(message + suffix)
 
 

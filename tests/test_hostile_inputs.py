@@ -8,7 +8,9 @@ from __future__ import annotations
 import json
 import random
 
-from constrained import Grammar, TokenVocabulary, compile_grammar
+import pytest
+
+from constrained import CompileLimitError, Grammar, TokenVocabulary, compile_grammar
 from constrained.json_schema.compiler import compile_json_schema
 
 BYTES = TokenVocabulary.from_token_bytes([bytes([b]) for b in range(1, 128)] + [b""], eos_ids=[127])
@@ -45,3 +47,42 @@ def test_large_enum_with_other_keywords_still_filters_values() -> None:
     for w in words[:100]:
         assert cg.accepts_bytes(json.dumps(w, ensure_ascii=False).encode()) == (len(w) <= 3)
     assert not cg.accepts_bytes(b"7")
+
+
+def _nested(depth: int) -> dict:
+    schema: dict = {"type": "integer"}
+    for _ in range(depth):
+        schema = {"type": "array", "items": schema}
+    return schema
+
+
+@pytest.mark.parametrize("depth", [300, 5000])
+def test_deep_schemas_are_refused_with_a_typed_error_naming_where(depth: int) -> None:
+    with pytest.raises(CompileLimitError) as caught:
+        Grammar.from_json_schema(_nested(depth))
+    assert caught.value.pointer.startswith("/items/items") and caught.value.limit in ("max_nesting",
+                                                                                      "max_document_depth")
+
+
+def test_deep_consts_are_refused_with_a_typed_error() -> None:
+    value: list = [0]
+    for _ in range(3000):
+        value = [value]
+    with pytest.raises(CompileLimitError):
+        Grammar.from_json_schema({"const": value})
+
+
+def test_schemas_nested_within_the_documented_depth_compile() -> None:
+    cg = compile_grammar(Grammar.from_json_schema(_nested(100)), BYTES, cache_dir=None)
+    assert cg.accepts_bytes(b"[" * 100 + b"1" + b"]" * 100)
+
+
+def test_deep_values_of_a_recursive_schema_are_handled_iteratively() -> None:
+    schema = {"$defs": {"t": {"anyOf": [{"type": "array", "items": {"$ref": "#/$defs/t"}}, {"type": "integer"}]}},
+              "$ref": "#/$defs/t"}
+    m = compile_grammar(Grammar.from_json_schema(schema), BYTES, cache_dir=None).matcher()
+    bracket = BYTES.token_bytes.index(b"[")
+    for _ in range(2000):
+        assert m.advance(bracket)
+    assert m.mask().any()
+    assert m.shortest_completion() is not None

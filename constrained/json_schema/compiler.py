@@ -66,7 +66,7 @@ from constrained.json_schema.json_string import json_string_regex, length_bounde
 from constrained.json_schema.keywords import ANNOTATIONS
 from constrained.json_schema.numbers import decimal_range_regex, integer_bounds, integer_range_regex
 from constrained.json_schema.options import JsonSchemaOptions
-from constrained.json_schema.resolver import Located, SchemaIndex
+from constrained.json_schema.resolver import Located, SchemaIndex, escape_pointer_token
 from constrained.json_schema.validation import SchemaValidators
 
 NUMBER_REGEX = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
@@ -83,6 +83,8 @@ _ALL_KINDS = frozenset({"null", "boolean", "object", "array", "string", "integer
 MAX_BRANCHES = 64        # anyOf/oneOf branches distributed over their conjunction
 MAX_DISTRIBUTED = 4      # nested distributions along one conjunction
 MAX_CONJUNCTIONS = 2000  # sub-grammars before disjunctions stop being expanded (then checked)
+MAX_DOCUMENT_DEPTH = 256  # JSON nesting of the schema document itself
+MAX_NESTING = 128         # sub-schemas compiled one inside the other (values nested that deep)
 LARGE_ENUM = 64          # enum strings past which one terminal holds their canonical spellings
 MAX_KEY_PATTERNS = 3     # patternProperties split exactly into 2**n key classes
 MAX_COUNTED_LENGTH = 24  # string length bounds counted by the automaton (longer: value checks)
@@ -172,6 +174,7 @@ class SchemaCompiler:
         self._ws: tuple[str, ...] | None = None
         self._fits: dict[tuple, bool | None] = {}
         self._stripped: dict[int, Located] = {}
+        self._depth = 0                             # conjunctions being compiled, one inside the other
 
     # ------------------------------------------------------------------ entry
     def compile(self) -> SchemaCompilation:
@@ -277,7 +280,14 @@ class SchemaCompiler:
             return self._memo[key]
         name = self.b.fresh("s_" + (hint or "v"))
         self._memo[key] = name
-        alternatives = self._alternatives(conj)
+        if self._depth >= MAX_NESTING:
+            raise CompileLimitError(f"sub-schemas nested more than {MAX_NESTING} deep", limit="max_nesting",
+                                    value=MAX_NESTING, pointer=conj[0].pointer)
+        self._depth += 1
+        try:
+            alternatives = self._alternatives(conj)
+        finally:
+            self._depth -= 1
         if not alternatives:
             self._memo[key] = None
             return None
@@ -1082,15 +1092,31 @@ def compile_json_schema(schema: Any, options: JsonSchemaOptions | None = None, *
     """Compile a JSON Schema (a parsed JSON value) to a `SchemaCompilation`.
 
     ``options`` or keyword arguments build `JsonSchemaOptions`.  Raises
-    `InvalidSchemaError`, `UnsupportedSchemaError` or `UnsatisfiableSchemaError`.
+    `InvalidSchemaError`, `UnsupportedSchemaError` or `UnsatisfiableSchemaError`, and
+    `CompileLimitError` for documents nested deeper than `MAX_DOCUMENT_DEPTH`.
     """
     if options is None:
         options = JsonSchemaOptions(**kwargs)
     elif kwargs:
         raise TypeError("pass either options or keyword options, not both")
+    _check_depth(schema)
     try:
         return SchemaCompiler(schema, options).compile()
     except UnsupportedGrammarError as e:  # e.g. from a sub-compiler that names no pointer
         if isinstance(e, UnsupportedSchemaError):
             raise
         raise UnsupportedSchemaError(str(e)) from e
+
+
+def _check_depth(document: Any) -> None:
+    """Refuse a document nested deeper than `MAX_DOCUMENT_DEPTH` (walked without recursion)."""
+    stack: list[tuple[Any, int, str]] = [(document, 0, "")]
+    while stack:
+        node, depth, pointer = stack.pop()
+        if depth > MAX_DOCUMENT_DEPTH:
+            raise CompileLimitError(f"the schema document nests more than {MAX_DOCUMENT_DEPTH} levels deep",
+                                    limit="max_document_depth", value=MAX_DOCUMENT_DEPTH, pointer=pointer)
+        if isinstance(node, dict):
+            stack.extend((v, depth + 1, f"{pointer}/{escape_pointer_token(k)}") for k, v in node.items())
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1, f"{pointer}/{i}") for i, v in enumerate(node))
