@@ -271,14 +271,19 @@ from constrained.automata import byte_dfa  # noqa: E402
 from constrained.automata.regex_parser import literal_alternatives  # noqa: E402
 
 
-def _nfa_route(regex: str):
-    """The regex compiled through the NFA and subset construction (the reference route)."""
+def _nfa_route(regex: str, max_states: int = 10 ** 6, max_nfa_states: int = 10 ** 6):
+    """The regex compiled through the NFA and subset construction (`compile_regex`'s route
+    for anything but an alternation of literals)."""
     ast = byte_dfa.parse_regex(regex)
-    nfa = byte_dfa._NFABuilder(10 ** 6, regex, None)
+    if byte_dfa.size_estimate(ast) > max_nfa_states:
+        raise CompileLimitError("too large", limit="max_nfa_states", value=max_nfa_states)
+    nfa = byte_dfa._NFABuilder(max_nfa_states, regex, None)
     start, end = nfa.new(), nfa.new()
     nfa.build(ast, start, end)
-    table, accepting = byte_dfa._determinize(nfa, start, end, 10 ** 6)
-    return byte_dfa._minimize(byte_dfa._trim(table, accepting), accepting)
+    table, accepting, byte_class = byte_dfa._determinize(nfa, start, end, max_states)
+    if nfa.dead_end:
+        table = byte_dfa._trim(table, accepting)
+    return byte_dfa._minimize(table, accepting, byte_class)
 
 
 @settings(max_examples=200, deadline=None, derandomize=True)
@@ -308,3 +313,423 @@ def test_literal_alternation_of_twenty_thousand_strings_compiles_fast() -> None:
     assert time.perf_counter() - started < 30          # bounded, not a timing test (about 1 s here)
     assert all(dfa.matches(w.encode()) for w in list(words)[:500]) and not dfa.matches(b"zzzzzzzzz")
     assert literal_alternatives("a|b+") is None and literal_alternatives("(?:a)|(?:b)") is None
+
+
+# ------------------------------------------------ the construction against the textbook one
+# The code below is the byte-at-a-time construction this module used before byte classes
+# (Thompson NFA, subset construction over 256 columns, fixpoint trimming, Moore refinement,
+# product over joint byte classes): slow and simple, the reference for digests and limits.
+
+import functools  # noqa: E402
+
+from constrained.automata.regex_parser import size_estimate  # noqa: E402
+from constrained.errors import CompileLimitError as _Limit  # noqa: E402
+
+DEAD, START = 0, 1
+
+
+class _ReferenceNFA:
+    def __init__(self, limit: int, regex: str, terminal: str | None) -> None:
+        self.eps: list[list[int]] = []
+        self.edges: list[list[tuple[int, int, int]]] = []
+        self.limit = limit
+        self.regex = regex
+        self.terminal = terminal
+
+    def new(self) -> int:
+        if len(self.eps) >= self.limit:
+            raise CompileLimitError("regex automaton too large", limit="max_nfa_states",
+                                    value=self.limit, terminal=self.terminal)
+        self.eps.append([])
+        self.edges.append([])
+        return len(self.eps) - 1
+
+    def build(self, node, s: int, e: int) -> None:
+        kind = node[0]
+        if kind == "chars":
+            trie: dict[tuple[int, tuple[int, int]], int] = {}
+            for lo, hi in node[1]:
+                for seq in utf8_sequences(lo, hi):
+                    cur = s
+                    for i, (blo, bhi) in enumerate(seq):
+                        if i == len(seq) - 1:
+                            self.edges[cur].append((blo, bhi, e))
+                        else:
+                            key = (cur, (blo, bhi))
+                            nxt = trie.get(key)
+                            if nxt is None:
+                                nxt = trie[key] = self.new()
+                                self.edges[cur].append((blo, bhi, nxt))
+                            cur = nxt
+        elif kind == "seq":
+            parts = node[1]
+            if not parts:
+                self.eps[s].append(e)
+                return
+            cur = s
+            for i, part in enumerate(parts):
+                nxt = e if i == len(parts) - 1 else self.new()
+                self.build(part, cur, nxt)
+                cur = nxt
+        elif kind == "alt":
+            for part in node[1]:
+                self.build(part, s, e)
+        else:
+            _, sub, lo, hi = node
+            cur = s
+            for _ in range(lo):
+                nxt = self.new()
+                self.build(sub, cur, nxt)
+                cur = nxt
+            if hi is None:
+                loop = self.new()
+                self.eps[cur].append(loop)
+                body_end = self.new()
+                self.build(sub, loop, body_end)
+                self.eps[body_end].append(loop)
+                self.eps[loop].append(e)
+            else:
+                self.eps[cur].append(e)
+                for _ in range(hi - lo):
+                    nxt = self.new()
+                    self.build(sub, cur, nxt)
+                    self.eps[nxt].append(e)
+                    cur = nxt
+
+
+def _reference_closure(eps: list[list[int]], states) -> frozenset[int]:
+    seen = set(states)
+    stack = list(states)
+    while stack:
+        s = stack.pop()
+        for t in eps[s]:
+            if t not in seen:
+                seen.add(t)
+                stack.append(t)
+    return frozenset(seen)
+
+
+def _reference_determinize(nfa: _ReferenceNFA, start: int, final: int, max_states: int) -> tuple[np.ndarray, np.ndarray]:
+    start_set = _reference_closure(nfa.eps, [start])
+    ids: dict[frozenset[int], int] = {frozenset(): DEAD, start_set: START}
+    order = [frozenset(), start_set]
+    rows: list[np.ndarray] = [np.zeros(256, np.int32)]
+    i = 1
+    while i < len(order):
+        cur = order[i]
+        edges = [edge for s in cur for edge in nfa.edges[s]]
+        row = np.zeros(256, np.int32)
+        if edges:
+            points = sorted({lo for lo, _, _ in edges} | {hi + 1 for _, hi, _ in edges})
+            for a, b in zip(points, points[1:]):
+                targets = [t for lo, hi, t in edges if lo <= a <= hi]
+                if not targets:
+                    continue
+                tset = _reference_closure(nfa.eps, targets)
+                tid = ids.get(tset)
+                if tid is None:
+                    if len(order) >= max_states:
+                        raise CompileLimitError("regex needs too many automaton states",
+                                                limit="max_dfa_states", value=max_states, terminal=nfa.terminal)
+                    tid = ids[tset] = len(order)
+                    order.append(tset)
+                row[a:b] = tid
+        rows.append(row)
+        i += 1
+    table = np.stack(rows)
+    accepting = np.array([final in s for s in order], dtype=bool)
+    return table, accepting
+
+
+def _reference_trim(table: np.ndarray, accepting: np.ndarray) -> np.ndarray:
+    """Redirect states that cannot reach acceptance to the dead state."""
+    live = accepting.copy()
+    live[DEAD] = False
+    while True:
+        reach = live[table].any(axis=1) | live
+        reach[DEAD] = False
+        if (reach == live).all():
+            break
+        live = reach
+    out = table.copy()
+    out[~live[table]] = DEAD
+    out[~live] = DEAD
+    return out
+
+
+def _reference_refine(initial: np.ndarray, reduced: np.ndarray) -> np.ndarray:
+    """Moore refinement of the partition ``initial`` (class 0 = just the dead state)
+    to the coarsest one stable under ``reduced``'s transitions: dense class ids.
+
+    Rounds key each state's signature (its class and its successors' classes) by a
+    64-bit hash, sorted as integers; the result is then checked exactly (a stable
+    partition refining ``initial`` is the coarsest one, as hashing never splits
+    states with equal signatures), and recomputed with exact signatures in the
+    astronomically rare case a collision made it unstable.
+    """
+    weights = np.random.default_rng(0x5EED).integers(1, 2 ** 63, size=reduced.shape[1] + 1, dtype=np.uint64)
+
+    def signatures(cls: np.ndarray) -> np.ndarray:
+        sig = np.ascontiguousarray(np.concatenate([cls[:, None], cls[reduced]], axis=1))
+        sig[DEAD, :] = -1
+        return sig
+
+    def hashed(cls: np.ndarray) -> np.ndarray:
+        with np.errstate(over="ignore"):
+            h = cls.astype(np.uint64) * weights[0] + (cls[reduced].astype(np.uint64) * weights[1:]).sum(axis=1)
+        h[DEAD] = 0  # the dead state keeps a class of its own (checked below)
+        return h
+
+    def exact(cls: np.ndarray) -> np.ndarray:
+        sig = signatures(cls)
+        # rows as opaque byte strings: one 1-D sort instead of a lexicographic one per column
+        return sig.view(np.dtype((np.void, sig.shape[1] * sig.itemsize))).reshape(-1)
+
+    for key in (hashed, exact):
+        cls, count = initial, len(np.unique(initial))
+        while True:
+            _, new = np.unique(key(cls), return_inverse=True)
+            cls = new.reshape(-1).astype(np.int64)
+            if int(cls.max()) + 1 == count:
+                break
+            count = int(cls.max()) + 1
+        _, rep = np.unique(cls, return_index=True)
+        sig = np.concatenate([initial[:, None], signatures(cls)], axis=1)
+        if (sig == sig[rep[cls]]).all():
+            return cls
+    raise AssertionError("exact partition refinement is always stable")  # pragma: no cover
+
+
+def _reference_minimize(table: np.ndarray, accepting: np.ndarray, *,
+              minimal: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Moore partition refinement (`_refine`; skipped when the caller knows the DFA is
+    ``minimal`` already), then breadth-first renumbering from START with each state's
+    targets in byte order: equal languages, equal tables."""
+    # bytes with identical columns stay interchangeable: refine over one byte per class
+    used = np.flatnonzero(table.any(axis=0))
+    columns: dict[bytes, int] = {}
+    for b in used.tolist():
+        columns.setdefault(table[:, b].tobytes(), b)
+    if len(used) < 256:
+        columns.setdefault(b"", int(np.flatnonzero(~table.any(axis=0))[0]))   # one all-dead column
+    reduced = np.ascontiguousarray(table[:, sorted(columns.values())])
+    if minimal:
+        cls = np.arange(table.shape[0], dtype=np.int64)
+    else:
+        cls = accepting.astype(np.int64) + 1
+        cls[DEAD] = 0
+        cls = _reference_refine(cls, reduced)
+    count = int(cls.max()) + 1
+    # breadth-first numbering of classes reachable from START, each state's targets in
+    # byte order; the reduced columns are in byte order, so per state only the first
+    # column of each class it reaches is visited: (state, column) pairs, grouped by state
+    targets = cls[reduced]
+    by_class = np.argsort(targets, axis=1, kind="stable")
+    ordered = np.take_along_axis(targets, by_class, axis=1)
+    first = np.ones(ordered.shape, bool)
+    first[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
+    is_first = np.zeros(first.shape, bool)
+    np.put_along_axis(is_first, by_class, first, axis=1)
+    states, columns_at = np.nonzero(is_first)
+    first_cls = targets[states, columns_at].tolist()
+    first_tgt = reduced[states, columns_at].tolist()
+    bounds = np.searchsorted(states, np.arange(table.shape[0] + 1)).tolist()
+    new_of = [-1] * count
+    new_of[cls[DEAD]] = DEAD
+    new_of[cls[START]] = START
+    reps = [DEAD, START]
+    i = START
+    while i < len(reps):
+        s = reps[i]
+        for j in range(bounds[s], bounds[s + 1]):
+            c = first_cls[j]
+            if new_of[c] < 0:
+                new_of[c] = len(reps)
+                reps.append(first_tgt[j])
+        i += 1
+    new_of_arr = np.asarray(new_of, np.int64)
+    rep = np.asarray(reps, np.int64)
+    new_table = new_of_arr[cls[table[rep]]].astype(np.int32)
+    new_acc = accepting[rep].astype(bool)
+    new_acc[DEAD] = False
+    return new_table, new_acc
+
+
+def _reference_regex(regex: str, max_states: int = 20_000, max_nfa_states: int = 400_000,
+                     literal_route: bool = True):
+    """``(table, accepting)`` of a regex the reference way.  An alternation of literals has
+    `compile_regex`'s limit of its own (`_finite_dfa`'s, checked above against this route)."""
+    if literal_route and byte_dfa._literal_words(regex) is not None:
+        byte_dfa._finite_dfa(byte_dfa._literal_words(regex), 8 * max_states, None)  # its limit
+        max_states = max_nfa_states = 10 ** 6
+    ast = byte_dfa.parse_regex(regex)
+    if size_estimate(ast) > max_nfa_states:
+        raise _Limit("too large", limit="max_nfa_states", value=max_nfa_states)
+    nfa = _ReferenceNFA(max_nfa_states, regex, None)
+    s, e = nfa.new(), nfa.new()
+    nfa.build(ast, s, e)
+    table, accepting = _reference_determinize(nfa, s, e, max_states)
+    table = _reference_trim(table, accepting)
+    return _reference_minimize(table, accepting)
+
+
+def _reference_terminal(regex: str, also=(), excluding=(), max_states: int = 20_000):
+    """``(table, accepting)`` of a terminal the reference way."""
+    @functools.cache
+    def component(r: str):
+        table, accepting = _reference_regex(r, max_states)
+        return byte_dfa.ByteDFA(transitions=table, accepting=accepting, regex=r,
+                                digest=byte_dfa._table_digest(table, accepting))
+
+    main = component(regex)
+    must = [main] + [component(r) for r in also]
+    cannot = [component(r) for r in excluding]
+    if not also and not excluding:
+        return main.transitions, main.accepting
+    must = list({d.digest: d for d in must}.values())
+    cannot = list({d.digest: d for d in cannot if d.accepting.any()}.values())
+    if any(not d.accepting.any() for d in must) or {d.digest for d in cannot} & {d.digest for d in must}:
+        return _reference_minimize(np.zeros((2, 256), np.int32), np.zeros(2, bool))
+    if len(must) == 1 and not cannot:
+        return main.transitions, main.accepting
+    comps = must + cannot
+    n_must, k = len(must), len(must) + len(cannot)
+    # joint byte classes: bytes whose column is identical in every component
+    stacked = np.ascontiguousarray(np.concatenate([d.transitions for d in comps], axis=0).T)
+    cols = stacked.view(np.dtype((np.void, stacked.shape[1] * stacked.itemsize))).reshape(-1)
+    _, first_byte, byte_class = np.unique(cols, return_index=True, return_inverse=True)
+    byte_class = byte_class.reshape(-1)
+    reduced = [np.ascontiguousarray(d.transitions[:, first_byte]).astype(np.int64) for d in comps]
+    num_classes = len(first_byte)
+    # a tuple's key: mixed-radix integer when it fits in int64, else its raw bytes
+    strides, span = [], 1
+    for d in comps:
+        strides.append(span)
+        span *= d.num_states
+    int_keys = span < 2 ** 62
+    if int_keys:
+        stride_arr = np.array(strides, np.int64)
+
+        def keys_of(tuples: np.ndarray) -> np.ndarray:
+            return tuples @ stride_arr
+    else:
+        void = np.dtype((np.void, 8 * k))
+
+        def keys_of(tuples: np.ndarray) -> np.ndarray:
+            return np.ascontiguousarray(tuples).view(void).reshape(-1)
+
+    def as_keys(keys: np.ndarray) -> list:
+        return keys.tolist() if int_keys else [key.tobytes() for key in keys]
+
+    # breadth-first over reachable tuples, one whole level at a time; tuple (0, ..) = dead
+    start = np.full((1, k), START, np.int64)
+    dead_key, start_key = as_keys(keys_of(np.concatenate([np.zeros((1, k), np.int64), start])))
+    ids = {dead_key: DEAD, start_key: START}
+    states = [np.zeros((1, k), np.int64), start]
+    rows = [np.zeros((1, num_classes), np.int64)]
+    frontier = start
+    while len(frontier):
+        nxt = np.stack([reduced[j][frontier[:, j]] for j in range(k)], axis=-1).reshape(-1, k)
+        nxt[(nxt[:, :n_must] == DEAD).any(axis=1)] = DEAD
+        uniq, first, inverse = np.unique(keys_of(nxt), return_index=True, return_inverse=True)
+        uniq_ids = np.empty(len(uniq), np.int64)
+        fresh = []
+        for u, key in enumerate(as_keys(uniq)):
+            q = ids.get(key)
+            if q is None:
+                q = ids[key] = len(ids)
+                fresh.append(first[u])
+            uniq_ids[u] = q
+        if len(ids) > max_states:
+            raise CompileLimitError("too many states", limit="max_dfa_states", value=max_states)
+        rows.append(uniq_ids[inverse.reshape(-1)].reshape(-1, num_classes))
+        frontier = nxt[np.asarray(fresh, np.int64)]
+        states.append(frontier)
+    tuples = np.concatenate(states, axis=0)
+    table = np.concatenate(rows, axis=0)
+    accepting = np.ones(len(tuples), bool)
+    for j, d in enumerate(comps):
+        acc = d.accepting[tuples[:, j]]
+        accepting &= acc if j < n_must else ~acc
+    accepting[DEAD] = False
+    table = _reference_trim(table, accepting)
+    table, accepting = _reference_minimize(np.ascontiguousarray(table[:, byte_class]).astype(np.int32), accepting)
+    return table, accepting
+
+
+ATOMS = PIECES + ["[^\\s\\S]", "\\ud800", "[\\u0080-\\u07ff]", "[^\"\\\\]", "(?i:k)", "(?s:.)", "\\d",
+                  "[\\U00010000-\\U0010ffff]", "é|[a-zé]", "(?:)", "\\\\u00[0-9A-Fa-f]{2}", "[^a-c\\x80-\\uffff]"]
+
+
+def _grow(inner):
+    return st.one_of(
+        st.lists(inner, min_size=2, max_size=3).map("".join),
+        st.lists(inner, min_size=2, max_size=3).map(lambda parts: "(?:" + "|".join(parts) + ")"),
+        st.tuples(inner, st.sampled_from(["*", "+", "?", "{2}", "{0,2}", "{1,3}", "{3,}"])).map(
+            lambda t: f"(?:{t[0]}){t[1]}"),
+    )
+
+
+gen_regex = st.recursive(st.sampled_from(ATOMS), _grow, max_leaves=7)
+
+
+def _outcome(build):
+    try:
+        table, accepting = build()
+    except CompileLimitError as e:
+        return e.limit
+    return byte_dfa._table_digest(table, accepting), table.tobytes(), accepting.tobytes()
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(regex=gen_regex, max_states=st.sampled_from([4, 12, 40, 20_000]),
+       max_nfa_states=st.sampled_from([30, 120, 400_000]))
+def test_byte_class_construction_equals_the_reference(regex: str, max_states: int, max_nfa_states: int) -> None:
+    """Subset construction over byte classes, trimming by one backward search, hashed Moore
+    rounds: the very tables (digest) of the byte-at-a-time construction, and the same limits."""
+    want = _outcome(lambda: _reference_regex(regex, max_states, max_nfa_states, literal_route=False))
+    assert _outcome(lambda: _nfa_route(regex, max_states, max_nfa_states)) == want
+
+    def fast():
+        dfa = compile_regex.__wrapped__(regex, max_states=max_states, max_nfa_states=max_nfa_states)
+        return dfa.transitions, dfa.accepting
+
+    assert _outcome(fast) == _outcome(lambda: _reference_regex(regex, max_states, max_nfa_states))
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(regex=gen_regex, also=st.lists(gen_regex, max_size=2), excluding=st.lists(gen_regex, max_size=2),
+       max_states=st.sampled_from([6, 30, 20_000]))
+def test_byte_class_products_equal_the_reference(regex: str, also: list[str], excluding: list[str],
+                                                 max_states: int) -> None:
+    want = _outcome(lambda: _reference_terminal(regex, tuple(also), tuple(excluding), max_states))
+
+    def fast():
+        dfa = byte_dfa._compile_terminal.__wrapped__(regex, tuple(also), tuple(excluding), None, max_states)
+        return dfa.transitions, dfa.accepting
+
+    assert _outcome(fast) == want
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 2 ** 32 - 1), n=st.integers(2, 40), k=st.integers(1, 6),
+       density=st.sampled_from([0.2, 0.5, 0.9]))
+def test_trim_and_minimize_of_random_automata_equal_the_reference(seed: int, n: int, k: int,
+                                                                  density: float) -> None:
+    """Random (cyclic, partly dead, redundant) automata over k byte classes."""
+    rng = np.random.default_rng(seed)
+    table = rng.integers(1, n, size=(n, k)).astype(np.int32)
+    table[rng.random((n, k)) > density] = DEAD
+    table[DEAD] = DEAD
+    accepting = rng.random(n) < 0.3
+    accepting[DEAD] = False
+    byte_class = np.sort(rng.integers(0, k, size=256))
+    byte_class[rng.integers(0, 256, size=k)] = np.arange(k)   # every class used, in first-byte order
+    byte_class = np.maximum.accumulate(np.minimum(byte_class, np.arange(256)))
+    _, byte_class = np.unique(byte_class, return_inverse=True)
+    table = table[:, :int(byte_class.max()) + 1]
+    trimmed = byte_dfa._trim(table, accepting)
+    assert np.array_equal(trimmed, _reference_trim(table, accepting))
+    got = byte_dfa._minimize(trimmed, accepting, byte_class)
+    want = _reference_minimize(np.ascontiguousarray(trimmed[:, byte_class]), accepting)
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])

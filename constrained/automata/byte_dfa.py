@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import functools
 import hashlib
+from array import array
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 import numpy as np
 
@@ -96,13 +98,46 @@ class ByteDFA:
         return bool(self.accepting[START])
 
 
+@functools.lru_cache(maxsize=8192)
+def _utf8_trie(ranges: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int, int, int], ...]:
+    """The UTF-8 byte-range paths of a code point set, shared as a trie, as `_NFABuilder`
+    lays them out: steps ``(parent, lo, hi, child)`` in creation order, where trie node 0
+    is the path's start, nodes 1, 2, ... are numbered as created, and child -1 is the end.
+    Cached per set: the same character classes recur in every JSON string regex."""
+    steps: list[tuple[int, int, int, int]] = []
+    trie: dict[tuple[int, int, int], int] = {}
+    for lo, hi in ranges:
+        for seq in utf8_sequences(lo, hi):
+            cur = 0
+            last = len(seq) - 1
+            for i, (blo, bhi) in enumerate(seq):
+                if i == last:
+                    steps.append((cur, blo, bhi, -1))
+                else:
+                    key = (cur, blo, bhi)
+                    nxt = trie.get(key)
+                    if nxt is None:
+                        nxt = trie[key] = len(trie) + 1
+                        steps.append((cur, blo, bhi, nxt))
+                    cur = nxt
+    return tuple(steps)
+
+
 class _NFABuilder:
+    """Thompson's construction with UTF-8 byte-range edges ``(lo, hi, target)``.
+
+    ``dead_end`` is set when a character set is empty (``[^\\s\\S]``, a lone surrogate):
+    only then can a state fail to reach the final one, so only then does the subset
+    automaton need trimming (every other construct links its start to its end)."""
+
     def __init__(self, limit: int, regex: str, terminal: str | None) -> None:
         self.eps: list[list[int]] = []
         self.edges: list[list[tuple[int, int, int]]] = []
         self.limit = limit
         self.regex = regex
         self.terminal = terminal
+        self.dead_end = False
+        self.mixed: set[int] = set()  # states with the edges of several character sets
 
     def new(self) -> int:
         if len(self.eps) >= self.limit:
@@ -115,28 +150,35 @@ class _NFABuilder:
     def build(self, node, s: int, e: int) -> None:
         kind = node[0]
         if kind == "chars":
-            trie: dict[tuple[int, tuple[int, int]], int] = {}
-            for lo, hi in node[1]:
-                for seq in utf8_sequences(lo, hi):
-                    cur = s
-                    for i, (blo, bhi) in enumerate(seq):
-                        if i == len(seq) - 1:
-                            self.edges[cur].append((blo, bhi, e))
-                        else:
-                            key = (cur, (blo, bhi))
-                            nxt = trie.get(key)
-                            if nxt is None:
-                                nxt = trie[key] = self.new()
-                                self.edges[cur].append((blo, bhi, nxt))
-                            cur = nxt
+            steps = _utf8_trie(node[1])
+            if not steps:
+                self.dead_end = True
+                return
+            edges = self.edges
+            if edges[s]:
+                self.mixed.add(s)
+            if len(steps) == 1 or steps[-1][3] < 0 and all(step[0] == 0 for step in steps):
+                out = edges[s]  # one byte per character (ASCII): straight to the end
+                for _, lo, hi, _ in steps:
+                    out.append((lo, hi, e))
+                return
+            local = [s]
+            for parent, lo, hi, child in steps:
+                if child < 0:
+                    edges[local[parent]].append((lo, hi, e))
+                else:
+                    q = self.new()
+                    local.append(q)
+                    edges[local[parent]].append((lo, hi, q))
         elif kind == "seq":
             parts = node[1]
             if not parts:
                 self.eps[s].append(e)
                 return
             cur = s
+            last = len(parts) - 1
             for i, part in enumerate(parts):
-                nxt = e if i == len(parts) - 1 else self.new()
+                nxt = e if i == last else self.new()
                 self.build(part, cur, nxt)
                 cur = nxt
         elif kind == "alt":
@@ -177,148 +219,271 @@ def _closure(eps: list[list[int]], states) -> frozenset[int]:
     return frozenset(seen)
 
 
-def _determinize(nfa: _NFABuilder, start: int, final: int, max_states: int) -> tuple[np.ndarray, np.ndarray]:
-    start_set = _closure(nfa.eps, [start])
+def _determinize(nfa: _NFABuilder, start: int, final: int,
+                 max_states: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Subset construction over byte classes: ``(table, accepting, byte_class)`` where
+    ``table[q, byte_class[b]]`` is the successor of DFA state ``q`` on byte ``b``.
+
+    The classes are the intervals between the NFA's edge bounds (in byte order), so all
+    bytes of a class move every NFA state alike.  DFA states are the epsilon closures
+    reached (the same sets, so the same ``max_states`` limit, as byte by byte); a row
+    depends only on the members with edges, so rows are shared per such member set, and
+    closures are unions of per-state closures computed once."""
+    eps, edges = nfa.eps, nfa.edges
+    bounds = {0, 256}
+    for out in edges:
+        for lo, hi, _ in out:
+            bounds.add(lo)
+            bounds.add(hi + 1)
+    points = sorted(bounds)
+    k = len(points) - 1
+    class_at = {p: c for c, p in enumerate(points)}
+    byte_class = np.repeat(np.arange(k, dtype=np.intp), np.diff(points))
+    with_edges = frozenset(s for s, out in enumerate(edges) if out)
+    overlapping = nfa.mixed                       # states whose edges may overlap
+    closures: dict[int, frozenset[int]] = {}
+    spans: dict[int, list[tuple[int, int, int]] | None] = {}  # NFA state -> its edges over classes
+    row_of: dict[frozenset[int], array] = {}     # members with edges -> DFA row
+    start_set = _closure(eps, (start,))
     ids: dict[frozenset[int], int] = {frozenset(): DEAD, start_set: START}
     order = [frozenset(), start_set]
-    rows: list[np.ndarray] = [np.zeros(256, np.int32)]
-    i = 1
-    while i < len(order):
-        cur = order[i]
-        edges = [edge for s in cur for edge in nfa.edges[s]]
-        row = np.zeros(256, np.int32)
-        if edges:
-            points = sorted({lo for lo, _, _ in edges} | {hi + 1 for _, hi, _ in edges})
-            for a, b in zip(points, points[1:]):
-                targets = [t for lo, hi, t in edges if lo <= a <= hi]
-                if not targets:
-                    continue
-                tset = _closure(nfa.eps, targets)
-                tid = ids.get(tset)
-                if tid is None:
-                    if len(order) >= max_states:
-                        raise CompileLimitError("regex needs too many automaton states",
-                                                limit="max_dfa_states", value=max_states, terminal=nfa.terminal)
-                    tid = ids[tset] = len(order)
-                    order.append(tset)
-                row[a:b] = tid
+    dead_row = array("i", bytes(4 * k))
+    rows: list[array] = [dead_row]
+    union = frozenset().union
+    get_closure, get_id, get_span, get_row = closures.get, ids.get, spans.get, row_of.get
+
+    def closure(t: int) -> frozenset[int]:
+        c = closures[t] = _closure(eps, (t,)) if eps[t] else frozenset((t,))
+        return c
+
+    def state_id(tset: frozenset[int]) -> int:
+        if len(order) >= max_states:
+            raise CompileLimitError("regex needs too many automaton states",
+                                    limit="max_dfa_states", value=max_states, terminal=nfa.terminal)
+        tid = ids[tset] = len(order)
+        order.append(tset)
+        return tid
+
+    for cur in order:  # grows while it is read
+        if not cur:
+            continue
+        active = cur & with_edges
+        row = get_row(active)
+        if row is None:
+            row = array("i", dead_row)
+            span = None
+            if len(active) == 1:
+                (s,) = active
+                span = get_span(s, False)
+                if span is False:
+                    span = [(class_at[lo], class_at[hi + 1], t) for lo, hi, t in edges[s]]
+                    if s in overlapping:
+                        span.sort()
+                        if any(x[1] > y[0] for x, y in pairwise(span)):
+                            span = None
+                    spans[s] = span
+            if span is not None:  # one member whose edges do not overlap: a target per edge
+                for c0, c1, t in span:
+                    tset = get_closure(t)
+                    if tset is None:
+                        tset = closure(t)
+                    tid = get_id(tset)
+                    if tid is None:
+                        tid = state_id(tset)
+                    if c1 - c0 == 1:
+                        row[c0] = tid
+                    else:
+                        row[c0:c1] = array("i", (tid,)) * (c1 - c0)
+            else:
+                targets: dict[int, list[int]] = {}
+                for s in active:
+                    for lo, hi, t in edges[s]:
+                        for c in range(class_at[lo], class_at[hi + 1]):
+                            got = targets.get(c)
+                            if got is None:
+                                targets[c] = [t]
+                            else:
+                                got.append(t)
+                memo: dict[tuple[int, ...], int] = {}
+                for c, ts in targets.items():
+                    key = tuple(ts)
+                    tid = memo.get(key)
+                    if tid is None:
+                        if len(ts) == 1:
+                            tset = get_closure(ts[0]) or closure(ts[0])
+                        else:
+                            tset = union(*[get_closure(t) or closure(t) for t in ts])
+                        tid = get_id(tset)
+                        if tid is None:
+                            tid = state_id(tset)
+                        memo[key] = tid
+                    row[c] = tid
+            row_of[active] = row
         rows.append(row)
-        i += 1
-    table = np.stack(rows)
+    table = np.frombuffer(b"".join(rows), dtype=np.int32).reshape(len(rows), k)
     accepting = np.array([final in s for s in order], dtype=bool)
-    return table, accepting
+    return table, accepting, byte_class
 
 
 def _trim(table: np.ndarray, accepting: np.ndarray) -> np.ndarray:
-    """Redirect states that cannot reach acceptance to the dead state."""
-    n = table.shape[0]
-    live = accepting.copy()
+    """Redirect states that cannot reach acceptance to the dead state (any columns:
+    bytes or byte classes): one backward search from the accepting states."""
+    n, k = table.shape
+    flat = table.reshape(-1)
+    edge = np.flatnonzero(flat)                     # edges into the dead state lead nowhere
+    dst = flat[edge]
+    by_dst = np.argsort(dst, kind="stable")
+    sources = (edge[by_dst] // k).tolist()
+    starts = np.searchsorted(dst[by_dst], np.arange(n + 1)).tolist()
+    live = accepting.tolist()
     live[DEAD] = False
-    while True:
-        reach = live[table].any(axis=1) | live
-        reach[DEAD] = False
-        if (reach == live).all():
-            break
-        live = reach
+    stack = [q for q in range(n) if live[q]]
+    while stack:
+        q = stack.pop()
+        for p in sources[starts[q]:starts[q + 1]]:
+            if not live[p]:
+                live[p] = True
+                stack.append(p)
+    live_arr = np.array(live, dtype=bool)
+    if live_arr[1:].all():
+        return table
     out = table.copy()
-    out[~live[table]] = DEAD
-    out[~live] = DEAD
+    out[~live_arr[table]] = DEAD
+    out[~live_arr] = DEAD
     return out
+
+
+_REFINE_WEIGHTS = np.random.default_rng(0x5EED).integers(1, 2 ** 63, size=257, dtype=np.uint64)
+_MIX, _SHIFT_A, _SHIFT_B = np.uint64(0xBF58476D1CE4E5B9), np.uint64(30), np.uint64(31)  # splitmix64's
+
+
+def _dense_ids(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(keys, return_index=True, return_inverse=True)[::-1]``, cheaper: dense ids
+    of 1-D keys in sorted key order, and one position holding each id."""
+    order = np.argsort(keys)
+    ordered = keys[order]
+    step = np.empty(len(keys), np.int64)
+    step[0] = 1
+    np.not_equal(ordered[1:], ordered[:-1], out=step[1:])
+    starts = np.flatnonzero(step)
+    ids = np.empty(len(keys), np.int64)
+    ids[order] = np.cumsum(step) - 1
+    return ids, order[starts]
+
+
+def _distinct(keys: np.ndarray) -> int:
+    ordered = np.sort(keys)
+    return 1 + int(np.count_nonzero(ordered[1:] != ordered[:-1]))
 
 
 def _refine(initial: np.ndarray, reduced: np.ndarray) -> np.ndarray:
     """Moore refinement of the partition ``initial`` (class 0 = just the dead state)
     to the coarsest one stable under ``reduced``'s transitions: dense class ids.
 
-    Rounds key each state's signature (its class and its successors' classes) by a
-    64-bit hash, sorted as integers; the result is then checked exactly (a stable
-    partition refining ``initial`` is the coarsest one, as hashing never splits
-    states with equal signatures), and recomputed with exact signatures in the
-    astronomically rare case a collision made it unstable.
+    Rounds label each state by a 64-bit hash of its signature (its label and its
+    successors' labels) until the number of labels stops growing; the result is
+    then checked exactly (a stable partition refining ``initial`` is the coarsest
+    one, as hashing never splits states with equal signatures), and recomputed with
+    exact signatures in the astronomically rare case a collision made it unstable.
     """
-    weights = np.random.default_rng(0x5EED).integers(1, 2 ** 63, size=reduced.shape[1] + 1, dtype=np.uint64)
+    k = reduced.shape[1]
+    weights = _REFINE_WEIGHTS[1:k + 1] if k <= 256 else np.random.default_rng(0x5EED).integers(
+        1, 2 ** 63, size=k, dtype=np.uint64)
+    first_weight = _REFINE_WEIGHTS[0]
+    initial = np.ascontiguousarray(initial, dtype=np.int64)
 
-    def signatures(cls: np.ndarray) -> np.ndarray:
+    def stable(cls: np.ndarray, rep: np.ndarray) -> bool:
+        of = rep[cls]
+        successors = cls[reduced]
+        return bool((initial == initial[of]).all() and (successors == successors[of]).all()
+                    and np.count_nonzero(cls == cls[DEAD]) == 1)
+
+    labels = initial.view(np.uint64)
+    count = _distinct(labels)
+    while True:
+        h = labels[reduced] @ weights
+        h += labels * first_weight
+        h ^= h >> _SHIFT_A  # mixed, so that labels of labels do not degenerate (a linear
+        h *= _MIX           # combination's even weights would shift bits out, round by round)
+        h ^= h >> _SHIFT_B
+        h[DEAD] = 0  # the dead state keeps a class of its own (checked below)
+        labels = h
+        new_count = _distinct(labels)
+        if new_count == count:
+            break
+        count = new_count
+    cls, rep = _dense_ids(labels)
+    if stable(cls, rep):
+        return cls
+    # exact signatures (rows as opaque byte strings: one 1-D sort, not one per column)
+    cls, count = initial, _distinct(initial)
+    while True:
         sig = np.ascontiguousarray(np.concatenate([cls[:, None], cls[reduced]], axis=1))
         sig[DEAD, :] = -1
-        return sig
-
-    def hashed(cls: np.ndarray) -> np.ndarray:
-        with np.errstate(over="ignore"):
-            h = cls.astype(np.uint64) * weights[0] + (cls[reduced].astype(np.uint64) * weights[1:]).sum(axis=1)
-        h[DEAD] = 0  # the dead state keeps a class of its own (checked below)
-        return h
-
-    def exact(cls: np.ndarray) -> np.ndarray:
-        sig = signatures(cls)
-        # rows as opaque byte strings: one 1-D sort instead of a lexicographic one per column
-        return sig.view(np.dtype((np.void, sig.shape[1] * sig.itemsize))).reshape(-1)
-
-    for key in (hashed, exact):
-        cls, count = initial, len(np.unique(initial))
-        while True:
-            _, new = np.unique(key(cls), return_inverse=True)
-            cls = new.reshape(-1).astype(np.int64)
-            if int(cls.max()) + 1 == count:
-                break
-            count = int(cls.max()) + 1
-        _, rep = np.unique(cls, return_index=True)
-        sig = np.concatenate([initial[:, None], signatures(cls)], axis=1)
-        if (sig == sig[rep[cls]]).all():
-            return cls
+        _, rep, cls = np.unique(sig.view(np.dtype((np.void, sig.shape[1] * sig.itemsize))).reshape(-1),
+                                return_index=True, return_inverse=True)
+        cls = cls.reshape(-1).astype(np.int64)
+        if len(rep) == count:
+            break
+        count = len(rep)
+    if stable(cls, rep):
+        return cls
     raise AssertionError("exact partition refinement is always stable")  # pragma: no cover
 
 
-def _minimize(table: np.ndarray, accepting: np.ndarray, *,
+def _column_classes(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(reduced, column_class)``: one column per distinct column of ``table`` (the first
+    of each, in column order) and, per column, its index in ``reduced``."""
+    columns = np.ascontiguousarray(table.T)
+    index: dict[bytes, int] = {}
+    column_class = [index.setdefault(column.tobytes(), len(index)) for column in columns]
+    if len(index) == len(column_class):
+        return table, np.arange(len(column_class), dtype=np.intp)
+    first = [0] * len(index)
+    for c in range(len(column_class) - 1, -1, -1):
+        first[column_class[c]] = c
+    return np.ascontiguousarray(table[:, first]), np.array(column_class, dtype=np.intp)
+
+
+def _minimize(table: np.ndarray, accepting: np.ndarray, byte_class: np.ndarray | None = None, *,
               minimal: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Moore partition refinement (`_refine`; skipped when the caller knows the DFA is
     ``minimal`` already), then breadth-first renumbering from START with each state's
-    targets in byte order: equal languages, equal tables."""
-    # bytes with identical columns stay interchangeable: refine over one byte per class
-    used = np.flatnonzero(table.any(axis=0))
-    columns: dict[bytes, int] = {}
-    for b in used.tolist():
-        columns.setdefault(table[:, b].tobytes(), b)
-    if len(used) < 256:
-        columns.setdefault(b"", int(np.flatnonzero(~table.any(axis=0))[0]))   # one all-dead column
-    reduced = np.ascontiguousarray(table[:, sorted(columns.values())])
+    targets in byte order: equal languages, equal tables.
+
+    ``table`` has one column per byte class, ``byte_class[b]`` being byte ``b``'s column,
+    where the classes are numbered in the order of their first bytes; without
+    ``byte_class``, one column per byte.  The result has one column per byte."""
+    # bytes with identical columns stay interchangeable: refine over one column per class
+    # (the first of each: the columns keep the order of their first bytes)
+    reduced, column_class = _column_classes(table)
+    byte_class = column_class if byte_class is None else column_class[byte_class]
     if minimal:
         cls = np.arange(table.shape[0], dtype=np.int64)
     else:
         cls = accepting.astype(np.int64) + 1
         cls[DEAD] = 0
         cls = _refine(cls, reduced)
-    count = int(cls.max()) + 1
-    # breadth-first numbering of classes reachable from START, each state's targets in
-    # byte order; the reduced columns are in byte order, so per state only the first
-    # column of each class it reaches is visited: (state, column) pairs, grouped by state
+    # breadth-first numbering of the classes reachable from START, each state's targets in
+    # byte order (the reduced columns are in byte order); only the transitions to live
+    # states are read, grouped by state
     targets = cls[reduced]
-    by_class = np.argsort(targets, axis=1, kind="stable")
-    ordered = np.take_along_axis(targets, by_class, axis=1)
-    first = np.ones(ordered.shape, bool)
-    first[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
-    is_first = np.zeros(first.shape, bool)
-    np.put_along_axis(is_first, by_class, first, axis=1)
-    states, columns_at = np.nonzero(is_first)
-    first_cls = targets[states, columns_at].tolist()
-    first_tgt = reduced[states, columns_at].tolist()
-    bounds = np.searchsorted(states, np.arange(table.shape[0] + 1)).tolist()
-    new_of = [-1] * count
+    states, columns = np.nonzero(reduced)
+    target_classes = targets[states, columns].tolist()
+    target_states = reduced[states, columns].tolist()
+    bounds = np.searchsorted(states, np.arange(len(cls) + 1)).tolist()
+    new_of = [-1] * (int(cls.max()) + 1)
     new_of[cls[DEAD]] = DEAD
     new_of[cls[START]] = START
     reps = [DEAD, START]
-    i = START
-    while i < len(reps):
-        s = reps[i]
+    for s in reps:  # grows while it is read
         for j in range(bounds[s], bounds[s + 1]):
-            c = first_cls[j]
+            c = target_classes[j]
             if new_of[c] < 0:
                 new_of[c] = len(reps)
-                reps.append(first_tgt[j])
-        i += 1
-    new_of_arr = np.asarray(new_of, np.int64)
+                reps.append(target_states[j])
     rep = np.asarray(reps, np.int64)
-    new_table = new_of_arr[cls[table[rep]]].astype(np.int32)
+    new_table = np.ascontiguousarray(np.asarray(new_of, np.int32)[targets[rep]][:, byte_class])
     new_acc = accepting[rep].astype(bool)
     new_acc[DEAD] = False
     return new_table, new_acc
@@ -343,9 +508,10 @@ def compile_regex(regex: str, *, terminal: str | None = None, max_states: int = 
     nfa = _NFABuilder(max_nfa_states, regex, terminal)
     s, e = nfa.new(), nfa.new()
     nfa.build(ast, s, e)
-    table, accepting = _determinize(nfa, s, e, max_states)
-    table = _trim(table, accepting)
-    return _finished(regex, *_minimize(table, accepting))
+    table, accepting, byte_class = _determinize(nfa, s, e, max_states)
+    if nfa.dead_end:
+        table = _trim(table, accepting)
+    return _finished(regex, *_minimize(table, accepting, byte_class))
 
 
 def _finished(regex: str, table: np.ndarray, accepting: np.ndarray) -> ByteDFA:
@@ -493,13 +659,12 @@ def _compile_terminal(regex: str, also: tuple[str, ...], excluding: tuple[str, .
 
     comps = must + cannot
     n_must, k = len(must), len(must) + len(cannot)
-    # joint byte classes: bytes whose column is identical in every component
-    stacked = np.ascontiguousarray(np.concatenate([d.transitions for d in comps], axis=0).T)
-    cols = stacked.view(np.dtype((np.void, stacked.shape[1] * stacked.itemsize))).reshape(-1)
-    _, first_byte, byte_class = np.unique(cols, return_index=True, return_inverse=True)
-    byte_class = byte_class.reshape(-1)
-    reduced = [np.ascontiguousarray(d.transitions[:, first_byte]).astype(np.int64) for d in comps]
-    num_classes = len(first_byte)
+    # joint byte classes (in the order of their first bytes): bytes whose column is
+    # identical in every component
+    joint, byte_class = _column_classes(np.concatenate([d.transitions for d in comps], axis=0))
+    offsets = np.cumsum([0] + [d.num_states for d in comps])
+    reduced = [joint[a:b].astype(np.int64) for a, b in zip(offsets[:-1], offsets[1:])]
+    num_classes = joint.shape[1]
     # a tuple's key: mixed-radix integer when it fits in int64, else its raw bytes
     strides, span = [], 1
     for d in comps:
@@ -553,5 +718,5 @@ def _compile_terminal(regex: str, also: tuple[str, ...], excluding: tuple[str, .
         accepting &= acc if j < n_must else ~acc
     accepting[DEAD] = False
     table = _trim(table, accepting)
-    table, accepting = _minimize(np.ascontiguousarray(table[:, byte_class]).astype(np.int32), accepting)
+    table, accepting = _minimize(table, accepting, byte_class)
     return finish(table, accepting)

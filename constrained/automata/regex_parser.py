@@ -153,6 +153,25 @@ def _ignore_case(ranges: Ranges, ascii_only: bool) -> Ranges:
     return normalize_ranges((c, c) for c in out)
 
 
+_CHARSET_FLAGS = C.SRE_FLAG_IGNORECASE | C.SRE_FLAG_ASCII  # the flags a character set depends on
+
+
+@functools.lru_cache(maxsize=16384)
+def _charset(ranges: Ranges, flags: int) -> Ranges:
+    """The code points a class of ``ranges`` matches under ``flags`` (cached: the same
+    classes recur across regexes)."""
+    ranges = normalize_ranges(ranges)
+    if flags & C.SRE_FLAG_IGNORECASE:
+        ranges = _ignore_case(ranges, bool(flags & C.SRE_FLAG_ASCII))
+    return ranges
+
+
+@functools.lru_cache(maxsize=16384)
+def _literal_node(code: int, flags: int, negate: bool):
+    ranges = _charset(((code, code),), flags)
+    return ("chars", complement_ranges(ranges) if negate else ranges)
+
+
 class _Converter:
     def __init__(self, pattern: str, terminal: str | None) -> None:
         self.pattern = pattern
@@ -173,18 +192,14 @@ class _Converter:
         return nodes[0] if len(nodes) == 1 else ("seq", tuple(nodes))
 
     def charset(self, ranges, flags: int):
-        ascii_only = bool(flags & C.SRE_FLAG_ASCII)
-        ranges = normalize_ranges(ranges)
-        if flags & C.SRE_FLAG_IGNORECASE:
-            ranges = _ignore_case(ranges, ascii_only)
-        return ranges
+        return _charset(tuple(ranges), flags & _CHARSET_FLAGS)
 
     def item(self, op, av, flags: int):
         ascii_only = bool(flags & C.SRE_FLAG_ASCII)
         if op is C.LITERAL:
-            return ("chars", self.charset([(av, av)], flags))
+            return _literal_node(av, flags & _CHARSET_FLAGS, False)
         if op is C.NOT_LITERAL:
-            return ("chars", complement_ranges(self.charset([(av, av)], flags)))
+            return _literal_node(av, flags & _CHARSET_FLAGS, True)
         if op is C.ANY:
             if flags & C.SRE_FLAG_DOTALL:
                 return ("chars", normalize_ranges([(0, MAX_CODE_POINT)]))
