@@ -10,9 +10,10 @@ import numpy as np
 from constrained.automata.byte_dfa import DEFAULT_MAX_STATES, ByteDFA, compile_terminal
 from constrained.engine.earley import EarleyParser, ParserTables
 from constrained.engine.recognizer import DEFAULT_MASK_MEMORY, Recognizer
+from constrained.engine.terminal_automata import TerminalAutomata
 from constrained.engine.token_tables import TokenTables, default_cache_dir
 from constrained.errors import GrammarError, UnsupportedGrammarError
-from constrained.grammar.ir import Grammar
+from constrained.grammar.ir import JSON_SCHEMA_SOURCE, Grammar, TerminalDef
 
 _DEFAULT = object()
 
@@ -104,7 +105,8 @@ class CompiledGrammar:
 
 def compile_grammar(grammar: Grammar, vocab, *, cache_dir: str | Path | None = _DEFAULT,  # type: ignore[assignment]
                     max_dfa_states: int = DEFAULT_MAX_STATES, precompute: bool | None = None,
-                    max_mask_memory: int = DEFAULT_MASK_MEMORY) -> CompiledGrammar:
+                    max_mask_memory: int = DEFAULT_MASK_MEMORY,
+                    lazy_terminals: bool | None = None) -> CompiledGrammar:
     """Compile ``grammar`` for ``vocab``.
 
     ``cache_dir`` holds per-vocabulary token tables (default
@@ -117,6 +119,11 @@ def compile_grammar(grammar: Grammar, vocab, *, cache_dir: str | Path | None = _
     (None) only loads tables already on disk.
     ``max_mask_memory`` bounds the bytes of memoised masks (beyond it they are
     dropped and recomputed on demand; parser states are always kept).
+    ``lazy_terminals`` builds each terminal's automaton when a state first reads it
+    (`TerminalAutomata`), not now; the default (None) is lazy for grammars compiled
+    from JSON Schemas, whose terminals are well-formed by construction and mostly
+    never read by one response, and eager for written grammars, whose bad terminals
+    (empty, too large) are then reported here.
 
     Example:
         >>> from constrained import Grammar, TokenVocabulary, compile_grammar
@@ -128,37 +135,43 @@ def compile_grammar(grammar: Grammar, vocab, *, cache_dir: str | Path | None = _
     t0 = time.perf_counter()
     if not isinstance(grammar, Grammar):
         raise GrammarError(f"compile_grammar needs a Grammar, got {type(grammar).__name__}")
+    if lazy_terminals is None:
+        lazy_terminals = grammar.source == JSON_SCHEMA_SOURCE
     tables = ParserTables.from_grammar(grammar)
     parser = EarleyParser(tables)
     used = {s for rhs in tables.rule_rhs for s in rhs if s < tables.num_terminals}
     term_of = {t.name: t for t in grammar.terminals}
-    dfas: list[ByteDFA | None] = []
     names = list(tables.terminal_names) + list(grammar.ignore)
-    for i, name in enumerate(names):
-        if i < tables.num_terminals and i not in used:
-            dfas.append(None)
-            continue
-        t = term_of[name]
-        dfa = compile_terminal(t.regex, t.also, t.excluding, terminal=name, max_states=max_dfa_states)
-        shown = (f"/{t.regex}/" + "".join(f" and /{r}/" for r in t.also)
-                 + "".join(f" but not /{r}/" for r in t.excluding))
-        if dfa.matches_empty():
-            raise UnsupportedGrammarError(f"terminal {name!r} matches the empty string "
-                                          f"({shown}); make it non-empty and the rule optional",
-                                          source=grammar.source)
-        if not dfa.accepting.any():
-            raise UnsupportedGrammarError(f"terminal {name!r} matches nothing ({shown})",
-                                          source=grammar.source)
-        dfas.append(dfa)
     cdir = default_cache_dir() if cache_dir is _DEFAULT else (None if cache_dir is None else Path(cache_dir))
     token_tables = TokenTables.for_vocabulary(vocab, cdir)
-    for dfa in dfas:
-        if dfa is not None:
-            if precompute:
-                token_tables.ensure(dfa)
-            elif precompute is None:
-                token_tables.load_cached(dfa)
+
+    def build(i: int) -> ByteDFA | None:
+        if i < tables.num_terminals and i not in used:
+            return None                       # no rule reads it: no state ever starts it
+        dfa = _terminal_dfa(term_of[names[i]], max_dfa_states, grammar.source)
+        if precompute:
+            token_tables.ensure(dfa)
+        elif precompute is None:
+            token_tables.load_cached(dfa)
+        return dfa
+
+    dfas = TerminalAutomata(len(names), build)
+    if not lazy_terminals or precompute:
+        dfas.build_all()
     eos = np.asarray(sorted(vocab.eos_ids), dtype=np.int64)
     recognizer = Recognizer(parser, dfas, tables.num_terminals, token_tables, eos,  # type: ignore[arg-type]
                             max_mask_memory=max_mask_memory)
     return CompiledGrammar(grammar, vocab, recognizer, time.perf_counter() - t0)
+
+
+def _terminal_dfa(t: TerminalDef, max_dfa_states: int, source: str | None) -> ByteDFA:
+    """A terminal's automaton; a terminal matching the empty string or nothing is refused."""
+    dfa = compile_terminal(t.regex, t.also, t.excluding, terminal=t.name, max_states=max_dfa_states)
+    shown = (f"/{t.regex}/" + "".join(f" and /{r}/" for r in t.also)
+             + "".join(f" but not /{r}/" for r in t.excluding))
+    if dfa.matches_empty():
+        raise UnsupportedGrammarError(f"terminal {t.name!r} matches the empty string "
+                                      f"({shown}); make it non-empty and the rule optional", source=source)
+    if not dfa.accepting.any():
+        raise UnsupportedGrammarError(f"terminal {t.name!r} matches nothing ({shown})", source=source)
+    return dfa

@@ -29,9 +29,10 @@ import threading
 
 import numpy as np
 
-from constrained.automata.byte_dfa import START, ByteDFA
+from constrained.automata.byte_dfa import START
 from constrained.engine.earley import EarleyParser, NeedsContext
 from constrained.engine.crossing import CrossingSet, CrossingSets
+from constrained.engine.terminal_automata import Field, TerminalAutomata
 from constrained.engine.token_tables import TokenTables
 
 DEAD_STATE = 0
@@ -53,15 +54,16 @@ _MISSING = object()
 class Recognizer:
     """Interned states, transitions and masks for one (grammar, vocabulary)."""
 
-    def __init__(self, parser: EarleyParser, lexer_dfas: list[ByteDFA], num_parser_terminals: int,
+    def __init__(self, parser: EarleyParser, lexer_dfas: TerminalAutomata, num_parser_terminals: int,
                  tables: TokenTables, eos_ids: np.ndarray, max_mask_memory: int = DEFAULT_MASK_MEMORY) -> None:
         self.parser = parser
+        # terminal index -> automaton, built on first lookup; unused terminals have none
+        # (never started: no node expects them)
         self.dfas = lexer_dfas
-        # unused terminals have no automaton (never started: no node expects them)
-        self.transitions = [d.transitions if d is not None else None for d in lexer_dfas]
-        self.accepting_q = [d.accepting if d is not None else None for d in lexer_dfas]
+        self.transitions = Field(lexer_dfas, "transitions")
+        self.accepting_q = Field(lexer_dfas, "accepting")
         self.num_parser_terminals = num_parser_terminals
-        self.ignore_ids = tuple(range(num_parser_terminals, len(lexer_dfas)))
+        self.ignore_ids = tuple(range(num_parser_terminals, lexer_dfas.count))
         self.tables = tables
         self.vocab_size = tables.size
         self.nbytes = tables.nbytes

@@ -33,6 +33,8 @@ from typing import Any
 
 from constrained.errors import GrammarError, RegexError
 
+JSON_SCHEMA_SOURCE = "<json schema>"   # the `Grammar.source` of grammars compiled from JSON Schemas
+
 
 @dataclass(frozen=True)
 class TerminalDef:

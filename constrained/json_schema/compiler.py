@@ -47,7 +47,7 @@ from constrained.errors import (
     UnsupportedGrammarError,
     UnsupportedSchemaError,
 )
-from constrained.grammar.ir import Grammar, Rule, TerminalDef
+from constrained.grammar.ir import JSON_SCHEMA_SOURCE, Grammar, Rule, TerminalDef
 from constrained.json_schema.conjunction import (
     VALIDATION_KEYWORDS,
     Conjunction,
@@ -192,7 +192,7 @@ class SchemaCompiler:
             checks = JsonValueChecks(self.index, self.validators, list(self.checked.values()))
         used = {s for r in rules for s in r.rhs}
         terminals = tuple(t for t in self.b.terminal_defs() if t.name in used)
-        grammar = Grammar(terminals=terminals, rules=tuple(rules), start="start", source="<json schema>",
+        grammar = Grammar(terminals=terminals, rules=tuple(rules), start="start", source=JSON_SCHEMA_SOURCE,
                           checks=checks)
         return SchemaCompilation(grammar, self.notes, sorted(self.checked))
 
