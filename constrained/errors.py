@@ -97,6 +97,10 @@ class CompileLimitError(GrammarError):
         super().__init__(message + suffix)
 
 
+class CompileTimeoutError(CompileLimitError):
+    """Compiling took longer than its time limit (`constrained.deadline`)."""
+
+
 class SchemaError(GrammarError):
     """A JSON Schema cannot be compiled; ``keyword`` and ``pointer`` (a JSON pointer
     into the schema document, ``""`` for the root) say where."""

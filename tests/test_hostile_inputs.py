@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import json
 import random
+import time
 
 import pytest
 
 from constrained import CompileLimitError, Grammar, TokenVocabulary, compile_grammar
+from constrained.errors import CompileTimeoutError
 from constrained.json_schema.compiler import compile_json_schema
 
 BYTES = TokenVocabulary.from_token_bytes([bytes([b]) for b in range(1, 128)] + [b""], eos_ids=[127])
@@ -86,3 +88,73 @@ def test_deep_values_of_a_recursive_schema_are_handled_iteratively() -> None:
         assert m.advance(bracket)
     assert m.mask().any()
     assert m.shortest_completion() is not None
+
+
+# ---------------------------------------------------------------------- time limits
+def test_a_compile_past_its_time_limit_ends_with_a_typed_error_naming_where() -> None:
+    schema = {"allOf": [{"anyOf": [{"type": "object", "properties": {f"p{i}{j}": {"type": "integer"}},
+                                    "required": [f"p{i}{j}"]} for j in range(6)]} for i in range(6)]}
+    started = time.monotonic()
+    with pytest.raises(CompileTimeoutError) as caught:
+        Grammar.from_json_schema(schema, timeout=0.5)
+    assert time.monotonic() - started < 10
+    assert caught.value.pointer.startswith("/allOf/") and caught.value.limit == "compile_timeout"
+
+
+def test_timed_out_terminal_builds_leave_nothing_behind() -> None:
+    grammar = Grammar.from_json_schema({"type": "string", "pattern": "^[a-f]{3,9}x$"})
+    cg = compile_grammar(grammar, BYTES, cache_dir=None, timeout=0.0)   # lazy: nothing built yet
+    with pytest.raises(CompileTimeoutError):
+        cg.matcher().mask()
+    assert cg.recognizer.dfas.built() == 0
+    again = compile_grammar(grammar, BYTES, cache_dir=None)
+    assert again.accepts_bytes(b'"abcx"') and not again.accepts_bytes(b'"abx"')
+
+
+def test_no_limit_when_asked() -> None:
+    assert compile_grammar(Grammar.from_json_schema({"type": "integer"}, timeout=None), BYTES,
+                           cache_dir=None, timeout=None).accepts_bytes(b"12")
+
+
+# ---------------------------------------------------------------------- sharing between threads
+_SHARED = [
+    {"type": "object", "properties": {"tags": {"type": "array", "items": {"enum": ["a", "b", "c"]},
+                                               "uniqueItems": True}, "n": {"type": "integer", "minimum": 3}},
+     "required": ["n"]},
+    {"anyOf": [{"type": "string", "pattern": "^[a-z]+@[a-z]+$"}, {"type": "array", "items": {"type": "number"}}]},
+]
+
+
+def _walks(compiled, seed: int, steps: int = 40) -> list[str]:
+    """A seeded random walk through the masks with forks and rollbacks: the masks seen."""
+    rng = random.Random(seed)
+    m = compiled.matcher()
+    seen = []
+    for _ in range(steps):
+        mask = m.mask()
+        seen.append(mask.tobytes().hex()[:64] + str(int(mask.sum())))
+        allowed = [t for t in range(len(BYTES)) if mask[t // 32] >> (t % 32) & 1 and t not in BYTES.eos_ids]
+        if not allowed:
+            break
+        token = rng.choice(allowed)
+        if rng.random() < 0.2:
+            branch = m.fork()
+            branch.advance(token)
+            seen.append(str(int(branch.mask().sum())))
+        assert m.advance(token)
+        if rng.random() < 0.15 and len(m.tokens) > 1:
+            m.rollback(1)
+    return seen
+
+
+def test_threads_sharing_compiled_grammars_see_what_one_thread_sees() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    grammars = [Grammar.from_json_schema(s) for s in _SHARED]
+    sequential = [compile_grammar(g, BYTES, cache_dir=None) for g in grammars]
+    jobs = [(g, seed) for g in range(len(grammars)) for seed in range(12)]
+    expected = [_walks(sequential[g], seed) for g, seed in jobs]
+    shared = [compile_grammar(g, BYTES, cache_dir=None) for g in grammars]   # fresh: memos filled concurrently
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        got = list(pool.map(lambda job: _walks(shared[job[0]], job[1]), jobs))
+    assert got == expected

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from constrained.automata.byte_dfa import DEFAULT_MAX_STATES, ByteDFA, compile_terminal
+from constrained.deadline import DEFAULT_COMPILE_TIMEOUT, check_deadline, compile_deadline
 from constrained.engine.earley import EarleyParser, ParserTables
 from constrained.engine.recognizer import DEFAULT_MASK_MEMORY, Recognizer
 from constrained.engine.terminal_automata import TerminalAutomata
@@ -106,7 +107,8 @@ class CompiledGrammar:
 def compile_grammar(grammar: Grammar, vocab, *, cache_dir: str | Path | None = _DEFAULT,  # type: ignore[assignment]
                     max_dfa_states: int = DEFAULT_MAX_STATES, precompute: bool | None = None,
                     max_mask_memory: int = DEFAULT_MASK_MEMORY,
-                    lazy_terminals: bool | None = None) -> CompiledGrammar:
+                    lazy_terminals: bool | None = None,
+                    timeout: float | None = DEFAULT_COMPILE_TIMEOUT) -> CompiledGrammar:
     """Compile ``grammar`` for ``vocab``.
 
     ``cache_dir`` holds per-vocabulary token tables (default
@@ -124,6 +126,8 @@ def compile_grammar(grammar: Grammar, vocab, *, cache_dir: str | Path | None = _
     from JSON Schemas, whose terminals are well-formed by construction and mostly
     never read by one response, and eager for written grammars, whose bad terminals
     (empty, too large) are then reported here.
+    ``timeout`` bounds this call and each later lazy build of a terminal (seconds, None:
+    no limit): past it `CompileTimeoutError` names the terminal, and nothing of it stays.
 
     Example:
         >>> from constrained import Grammar, TokenVocabulary, compile_grammar
@@ -148,7 +152,8 @@ def compile_grammar(grammar: Grammar, vocab, *, cache_dir: str | Path | None = _
     def build(i: int) -> ByteDFA | None:
         if i < tables.num_terminals and i not in used:
             return None                       # no rule reads it: no state ever starts it
-        dfa = _terminal_dfa(term_of[names[i]], max_dfa_states, grammar.source)
+        with compile_deadline(timeout):
+            dfa = _terminal_dfa(term_of[names[i]], max_dfa_states, grammar.source)
         if precompute:
             token_tables.ensure(dfa)
         elif precompute is None:
@@ -157,7 +162,8 @@ def compile_grammar(grammar: Grammar, vocab, *, cache_dir: str | Path | None = _
 
     dfas = TerminalAutomata(len(names), build)
     if not lazy_terminals or precompute:
-        dfas.build_all()
+        with compile_deadline(timeout):
+            dfas.build_all()
     eos = np.asarray(sorted(vocab.eos_ids), dtype=np.int64)
     recognizer = Recognizer(parser, dfas, tables.num_terminals, token_tables, eos,  # type: ignore[arg-type]
                             max_mask_memory=max_mask_memory)
@@ -166,6 +172,7 @@ def compile_grammar(grammar: Grammar, vocab, *, cache_dir: str | Path | None = _
 
 def _terminal_dfa(t: TerminalDef, max_dfa_states: int, source: str | None) -> ByteDFA:
     """A terminal's automaton; a terminal matching the empty string or nothing is refused."""
+    check_deadline(terminal=t.name)
     dfa = compile_terminal(t.regex, t.also, t.excluding, terminal=t.name, max_states=max_dfa_states)
     shown = (f"/{t.regex}/" + "".join(f" and /{r}/" for r in t.also)
              + "".join(f" but not /{r}/" for r in t.excluding))

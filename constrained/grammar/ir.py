@@ -167,7 +167,8 @@ class Grammar:
     @classmethod
     def from_json_schema(cls, schema, **options) -> "Grammar":
         """The language of JSON values valid for ``schema`` (a parsed JSON Schema;
-        options as in `constrained.json_schema.options.JsonSchemaOptions`)."""
+        options as in `constrained.json_schema.options.JsonSchemaOptions`, plus ``timeout``
+        in seconds, `constrained.deadline.DEFAULT_COMPILE_TIMEOUT` by default)."""
         from constrained.json_schema.compiler import compile_json_schema
 
         return compile_json_schema(schema, **options).grammar

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
 
+from constrained.deadline import DEFAULT_COMPILE_TIMEOUT, check_deadline, compile_deadline
 from constrained.errors import (
     CompileLimitError,
     ConstrainedError,
@@ -278,6 +279,7 @@ class SchemaCompiler:
         key = conjunction_key(conj)
         if key in self._memo:
             return self._memo[key]
+        check_deadline(pointer=conj[0].pointer)
         name = self.b.fresh("s_" + (hint or "v"))
         self._memo[key] = name
         if self._depth >= MAX_NESTING:
@@ -1088,12 +1090,15 @@ def _json_equal(a: Any, b: Any) -> bool:
     return a == b
 
 
-def compile_json_schema(schema: Any, options: JsonSchemaOptions | None = None, **kwargs) -> SchemaCompilation:
+def compile_json_schema(schema: Any, options: JsonSchemaOptions | None = None, *,
+                        timeout: float | None = DEFAULT_COMPILE_TIMEOUT, **kwargs) -> SchemaCompilation:
     """Compile a JSON Schema (a parsed JSON value) to a `SchemaCompilation`.
 
     ``options`` or keyword arguments build `JsonSchemaOptions`.  Raises
     `InvalidSchemaError`, `UnsupportedSchemaError` or `UnsatisfiableSchemaError`, and
-    `CompileLimitError` for documents nested deeper than `MAX_DOCUMENT_DEPTH`.
+    `CompileLimitError` for documents nested deeper than `MAX_DOCUMENT_DEPTH`, and
+    `CompileTimeoutError` (naming the sub-schema being compiled) past ``timeout`` seconds
+    (`constrained.deadline`; None: no limit).
     """
     if options is None:
         options = JsonSchemaOptions(**kwargs)
@@ -1101,7 +1106,8 @@ def compile_json_schema(schema: Any, options: JsonSchemaOptions | None = None, *
         raise TypeError("pass either options or keyword options, not both")
     _check_depth(schema)
     try:
-        return SchemaCompiler(schema, options).compile()
+        with compile_deadline(timeout):
+            return SchemaCompiler(schema, options).compile()
     except UnsupportedGrammarError as e:  # e.g. from a sub-compiler that names no pointer
         if isinstance(e, UnsupportedSchemaError):
             raise
