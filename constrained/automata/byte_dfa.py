@@ -99,11 +99,11 @@ class ByteDFA:
 
 
 @functools.lru_cache(maxsize=8192)
-def _utf8_trie(ranges: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int, int, int], ...]:
+def _utf8_trie(ranges: tuple[tuple[int, int], ...]) -> tuple[tuple[tuple[int, int, int, int], ...], int]:
     """The UTF-8 byte-range paths of a code point set, shared as a trie, as `_NFABuilder`
-    lays them out: steps ``(parent, lo, hi, child)`` in creation order, where trie node 0
-    is the path's start, nodes 1, 2, ... are numbered as created, and child -1 is the end.
-    Cached per set: the same character classes recur in every JSON string regex."""
+    lays them out: ``(steps, count)``, steps ``(parent, lo, hi, child)`` where trie node 0
+    is the path's start, nodes 1 to ``count`` are numbered as created, and child -1 is
+    the end.  Cached per set: the same character classes recur in every JSON string regex."""
     steps: list[tuple[int, int, int, int]] = []
     trie: dict[tuple[int, int, int], int] = {}
     for lo, hi in ranges:
@@ -120,7 +120,7 @@ def _utf8_trie(ranges: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int, int
                         nxt = trie[key] = len(trie) + 1
                         steps.append((cur, blo, bhi, nxt))
                     cur = nxt
-    return tuple(steps)
+    return tuple(steps), len(trie)
 
 
 class _NFABuilder:
@@ -150,26 +150,26 @@ class _NFABuilder:
     def build(self, node, s: int, e: int) -> None:
         kind = node[0]
         if kind == "chars":
-            steps = _utf8_trie(node[1])
+            steps, count = _utf8_trie(node[1])
             if not steps:
                 self.dead_end = True
                 return
             edges = self.edges
             if edges[s]:
                 self.mixed.add(s)
-            if len(steps) == 1 or steps[-1][3] < 0 and all(step[0] == 0 for step in steps):
-                out = edges[s]  # one byte per character (ASCII): straight to the end
+            if not count:  # one byte per character (ASCII): straight to the end
+                out = edges[s]
                 for _, lo, hi, _ in steps:
                     out.append((lo, hi, e))
                 return
-            local = [s]
+            base = len(self.eps) - 1   # trie node j > 0 is state base + j
+            if base + 1 + count > self.limit:
+                raise CompileLimitError("regex automaton too large", limit="max_nfa_states",
+                                        value=self.limit, terminal=self.terminal)
+            self.eps.extend([] for _ in range(count))
+            edges.extend([] for _ in range(count))
             for parent, lo, hi, child in steps:
-                if child < 0:
-                    edges[local[parent]].append((lo, hi, e))
-                else:
-                    q = self.new()
-                    local.append(q)
-                    edges[local[parent]].append((lo, hi, q))
+                edges[base + parent if parent else s].append((lo, hi, base + child if child > 0 else e))
         elif kind == "seq":
             parts = node[1]
             if not parts:
@@ -226,8 +226,8 @@ def _determinize(nfa: _NFABuilder, start: int, final: int,
 
     The classes are the intervals between the NFA's edge bounds (in byte order), so all
     bytes of a class move every NFA state alike.  DFA states are the epsilon closures
-    reached (the same sets, so the same ``max_states`` limit, as byte by byte); a row
-    depends only on the members with edges, so rows are shared per such member set, and
+    reached (the same sets, so the same ``max_states`` limit, as byte by byte); most
+    are one NFA state, whose row is read off its edges (over classes, computed once);
     closures are unions of per-state closures computed once."""
     eps, edges = nfa.eps, nfa.edges
     bounds = {0, 256}
@@ -242,15 +242,14 @@ def _determinize(nfa: _NFABuilder, start: int, final: int,
     with_edges = frozenset(s for s, out in enumerate(edges) if out)
     overlapping = nfa.mixed                       # states whose edges may overlap
     closures: dict[int, frozenset[int]] = {}
-    spans: dict[int, list[tuple[int, int, int]] | None] = {}  # NFA state -> its edges over classes
-    row_of: dict[frozenset[int], array] = {}     # members with edges -> DFA row
+    spans: dict[int, list[tuple[int, int, int]] | bool] = {}  # NFA state -> its edges over classes
     start_set = _closure(eps, (start,))
     ids: dict[frozenset[int], int] = {frozenset(): DEAD, start_set: START}
     order = [frozenset(), start_set]
     dead_row = array("i", bytes(4 * k))
     rows: list[array] = [dead_row]
     union = frozenset().union
-    get_closure, get_id, get_span, get_row = closures.get, ids.get, spans.get, row_of.get
+    get_closure, get_id, get_span = closures.get, ids.get, spans.get
 
     def closure(t: int) -> frozenset[int]:
         c = closures[t] = _closure(eps, (t,)) if eps[t] else frozenset((t,))
@@ -264,61 +263,67 @@ def _determinize(nfa: _NFABuilder, start: int, final: int,
         order.append(tset)
         return tid
 
+    def span_of(s: int) -> list[tuple[int, int, int]] | bool:
+        """``s``'s edges as ``(first class, end class, target)``, False if they overlap."""
+        span = [(class_at[lo], class_at[hi + 1], t) for lo, hi, t in edges[s]]
+        if s in overlapping:
+            span.sort()
+            if any(x[1] > y[0] for x, y in pairwise(span)):
+                span = False
+        spans[s] = span
+        return span
+
     for cur in order:  # grows while it is read
-        if not cur:
+        if len(cur) == 1:  # most subsets: one NFA state
+            active = cur
+            (s,) = cur
+            span = get_span(s)
+            if span is None:
+                span = span_of(s)
+        elif not cur:
             continue
-        active = cur & with_edges
-        row = get_row(active)
-        if row is None:
-            row = array("i", dead_row)
-            span = None
+        else:
+            active = cur & with_edges
             if len(active) == 1:
                 (s,) = active
-                span = get_span(s, False)
-                if span is False:
-                    span = [(class_at[lo], class_at[hi + 1], t) for lo, hi, t in edges[s]]
-                    if s in overlapping:
-                        span.sort()
-                        if any(x[1] > y[0] for x, y in pairwise(span)):
-                            span = None
-                    spans[s] = span
-            if span is not None:  # one member whose edges do not overlap: a target per edge
-                for c0, c1, t in span:
-                    tset = get_closure(t)
-                    if tset is None:
-                        tset = closure(t)
-                    tid = get_id(tset)
-                    if tid is None:
-                        tid = state_id(tset)
-                    if c1 - c0 == 1:
-                        row[c0] = tid
-                    else:
-                        row[c0:c1] = array("i", (tid,)) * (c1 - c0)
+                span = get_span(s)
+                if span is None:
+                    span = span_of(s)
             else:
-                targets: dict[int, list[int]] = {}
-                for s in active:
-                    for lo, hi, t in edges[s]:
-                        for c in range(class_at[lo], class_at[hi + 1]):
-                            got = targets.get(c)
-                            if got is None:
-                                targets[c] = [t]
-                            else:
-                                got.append(t)
-                memo: dict[tuple[int, ...], int] = {}
-                for c, ts in targets.items():
-                    key = tuple(ts)
-                    tid = memo.get(key)
-                    if tid is None:
-                        if len(ts) == 1:
-                            tset = get_closure(ts[0]) or closure(ts[0])
+                span = False if active else []
+        if span:  # one member with edges, which do not overlap: a target per edge
+            row = array("i", dead_row)
+            for c0, c1, t in span:
+                tset = get_closure(t) or closure(t)
+                tid = get_id(tset) or state_id(tset)  # (only the empty set has id 0)
+                if c1 - c0 == 1:
+                    row[c0] = tid
+                else:
+                    row[c0:c1] = array("i", (tid,)) * (c1 - c0)
+        elif span is not False:  # no edges
+            row = dead_row
+        else:
+            row = array("i", dead_row)
+            targets: dict[int, list[int]] = {}
+            for s in active:
+                for lo, hi, t in edges[s]:
+                    for c in range(class_at[lo], class_at[hi + 1]):
+                        got = targets.get(c)
+                        if got is None:
+                            targets[c] = [t]
                         else:
-                            tset = union(*[get_closure(t) or closure(t) for t in ts])
-                        tid = get_id(tset)
-                        if tid is None:
-                            tid = state_id(tset)
-                        memo[key] = tid
-                    row[c] = tid
-            row_of[active] = row
+                            got.append(t)
+            memo: dict[tuple[int, ...], int] = {}
+            for c, ts in targets.items():
+                key = tuple(ts)
+                tid = memo.get(key)
+                if tid is None:
+                    if len(ts) == 1:
+                        tset = get_closure(ts[0]) or closure(ts[0])
+                    else:
+                        tset = union(*[get_closure(t) or closure(t) for t in ts])
+                    tid = memo[key] = get_id(tset) or state_id(tset)
+                row[c] = tid
         rows.append(row)
     table = np.frombuffer(b"".join(rows), dtype=np.int32).reshape(len(rows), k)
     accepting = np.array([final in s for s in order], dtype=bool)
@@ -354,7 +359,7 @@ def _trim(table: np.ndarray, accepting: np.ndarray) -> np.ndarray:
 
 
 _REFINE_WEIGHTS = np.random.default_rng(0x5EED).integers(1, 2 ** 63, size=257, dtype=np.uint64)
-_MIX, _SHIFT_A, _SHIFT_B = np.uint64(0xBF58476D1CE4E5B9), np.uint64(30), np.uint64(31)  # splitmix64's
+_MIX, _SHIFT = np.uint64(0xBF58476D1CE4E5B9), np.uint64(30)  # from splitmix64
 
 
 def _dense_ids(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -386,10 +391,9 @@ def _refine(initial: np.ndarray, reduced: np.ndarray) -> np.ndarray:
     one, as hashing never splits states with equal signatures), and recomputed with
     exact signatures in the astronomically rare case a collision made it unstable.
     """
-    k = reduced.shape[1]
-    weights = _REFINE_WEIGHTS[1:k + 1] if k <= 256 else np.random.default_rng(0x5EED).integers(
-        1, 2 ** 63, size=k, dtype=np.uint64)
-    first_weight = _REFINE_WEIGHTS[0]
+    n, k = reduced.shape
+    weights = _REFINE_WEIGHTS[:k + 1] if k < 256 else np.random.default_rng(0x5EED).integers(
+        1, 2 ** 63, size=k + 1, dtype=np.uint64)
     initial = np.ascontiguousarray(initial, dtype=np.int64)
 
     def stable(cls: np.ndarray, rep: np.ndarray) -> bool:
@@ -398,17 +402,21 @@ def _refine(initial: np.ndarray, reduced: np.ndarray) -> np.ndarray:
         return bool((initial == initial[of]).all() and (successors == successors[of]).all()
                     and np.count_nonzero(cls == cls[DEAD]) == 1)
 
+    # a state's signature: its own label (column 0) and its successors'
+    own_and_successors = np.empty((n, k + 1), np.intp)
+    own_and_successors[:, 0] = np.arange(n)
+    own_and_successors[:, 1:] = reduced
     labels = initial.view(np.uint64)
     count = _distinct(labels)
     while True:
-        h = labels[reduced] @ weights
-        h += labels * first_weight
-        h ^= h >> _SHIFT_A  # mixed, so that labels of labels do not degenerate (a linear
-        h *= _MIX           # combination's even weights would shift bits out, round by round)
-        h ^= h >> _SHIFT_B
+        h = labels[own_and_successors] @ weights
+        h ^= h >> _SHIFT  # mixed, so that labels of labels do not degenerate (a linear
+        h *= _MIX         # combination's even weights would shift bits out, round by round)
         h[DEAD] = 0  # the dead state keeps a class of its own (checked below)
         labels = h
         new_count = _distinct(labels)
+        if new_count == n:  # equal signatures always get equal labels: no two states are equivalent
+            return np.arange(n, dtype=np.int64)
         if new_count == count:
             break
         count = new_count
