@@ -16,6 +16,7 @@ from constrained.engine.compiled import CompiledGrammar, compile_grammar
 from constrained.engine.matcher import Matcher
 from constrained.errors import (
     CompileLimitError,
+    CompileTimeoutError,
     ConstrainedError,
     GrammarError,
     GrammarSyntaxError,
@@ -31,7 +32,7 @@ from constrained.vocabulary import TokenVocabulary
 __version__ = "0.1.0"
 
 __all__ = [
-    "CompileLimitError", "CompiledGrammar", "ConstrainedError", "Grammar", "GrammarError",
+    "CompileLimitError", "CompileTimeoutError", "CompiledGrammar", "ConstrainedError", "Grammar", "GrammarError",
     "GrammarSyntaxError", "Matcher", "MatcherError", "RegexError", "Rule", "TerminalDef",
     "TokenVocabulary", "UnsupportedGrammarError", "VocabularyError", "apply_token_mask",
     "compile_grammar", "extract", "extract_many", "fill_masks", "generate", "pack_mask", "unpack_mask",
