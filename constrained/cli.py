@@ -105,7 +105,9 @@ def _sampler(args):
             "top-k": lambda: TopK(args.top_k, args.temperature), "top-p": lambda: TopP(args.top_p, args.temperature),
             "min-p": lambda: MinP(args.min_p, args.temperature),
             "mirostat": lambda: MirostatV2(args.tau)}[args.sampler]()
-    return AncestralSampler(rule, jump_forward=True)
+    # as `constrained.app.default_sampler`: jump-forward, and outputs that would run out of
+    # --max-tokens (or into a value a check refuses) ended by their shortest completion
+    return AncestralSampler(rule, jump_forward=True, finish_within_budget=True)
 
 
 def cmd_extract(args) -> int:

@@ -52,15 +52,18 @@ class _Sequence:
         self.result: Sample | None = None
         self.mask = None
         if self.forced_of is not None:
-            self._take_forced()
+            forced = self._finish_instead_of([]) if self.finish else None
+            if self.result is None:
+                self._take_forced(forced)
 
     def _stop(self, why: str) -> None:
         info = {"finished_by_completion": self.completed} if self.completed else {}
         self.result = Sample(self.tokens, self.logprob, why, self.forced, info)
 
-    def _take_forced(self) -> None:
-        """Advance through the tokens the constraint forces (a value check may veto one)."""
-        for t in self.forced_of()[: self.max_tokens - len(self.tokens)]:
+    def _take_forced(self, forced: list[int] | None = None) -> None:
+        """Advance through the tokens the constraint forces (``forced``: already computed
+        by the budget probe); a value check may veto one."""
+        for t in (self.forced_of() if forced is None else forced)[: self.max_tokens - len(self.tokens)]:
             if not self.constraint.advance(t):
                 self._stop("dead_end")
                 return
@@ -106,27 +109,47 @@ class _Sequence:
             self.constraint.advance(t)
             self._stop("eos")
             return
-        if self.finish and self._finish_instead_of(t):
-            return
+        forced = None
+        if self.finish:
+            forced = self._finish_instead_of([t])
+            if forced is None:
+                return
         if not self.constraint.advance(t):       # pragma: no cover - the mask said it was allowed
             raise RuntimeError(f"the constraint refused token {t} that its mask allowed")
         self.tokens.append(t)
         self.pending.append(t)
         if self.forced_of is not None and len(self.tokens) < self.max_tokens:
-            self._take_forced()
+            self._take_forced(forced)
 
-    def _finish_instead_of(self, t: int) -> bool:
-        """If after ``t`` the output could no longer be completed in the tokens left,
-        append the shortest completion now instead and stop (True).  Checked at every
-        step: a single token can open a value whose shortest completion is long."""
+    def _finish_instead_of(self, sampled: list[int]) -> list[int] | None:
+        """If after ``sampled`` (the token just chosen, or nothing before the first step)
+        and the tokens jump-forward would append after it the output could no longer be
+        completed in the tokens left (or at all: a value a check refuses), append the
+        current shortest completion now instead and stop (None).  Else the forced
+        tokens that follow (the probe computed them; empty without jump-forward).
+        Checked at every step: a single token can open a value whose shortest
+        completion is long.
+
+        The probe follows the loop exactly (the token, then its forced tokens, which
+        count towards the budget and may be tokenized less tightly than the
+        completion), so the invariant "the output has a completion that fits in the
+        tokens left" carries from step to step once it holds at the start."""
         left = self.max_tokens - len(self.tokens)
         probe = self.constraint.fork()
-        probe.advance(t)
-        if _completes_within(probe, left - 1):
-            return False
+        for t in sampled:
+            probe.advance(t)
+        room = left - len(sampled)
+        forced: list[int] = []
+        if self.forced_of is not None and room > 0:
+            for f in probe.forced_tokens()[:room]:
+                if not probe.advance(f):              # a value check vetoed it: the loop stops there too
+                    break
+                forced.append(f)
+        if _completes_within(probe, room - len(forced)):
+            return forced
         now = self.constraint.completion_tokens()
         if now is None or len(now) > left:
-            return False                          # no guarantee possible: decode on
+            return forced                         # no guarantee possible: decode on
         for c in now:
             self.constraint.advance(c)
             self.tokens.append(c)
@@ -139,16 +162,18 @@ class _Sequence:
             self._stop("eos")
         else:                                     # pragma: no cover - a value check refused the end
             self._stop("dead_end")
-        return True
+        return None
 
 
 def _completes_within(matcher, room: int) -> bool:
-    """Whether ``matcher``'s shortest completion fits in ``room`` tokens (its byte length
-    bounds its token count, so the tokenization is needed only when it does not)."""
+    """Whether ``matcher``'s shortest completion, in the tokens `completion_tokens` would
+    append, fits in ``room`` tokens."""
+    if room < 0:
+        return False
     data = matcher.shortest_completion()
     if data is None:
         return False
-    if len(data) <= room:
+    if not data:
         return True
     tokens = matcher.completion_tokens(data)      # not searched again
     return tokens is not None and len(tokens) <= room

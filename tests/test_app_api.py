@@ -57,6 +57,42 @@ def test_extract_ends_a_long_value_inside_the_budget() -> None:
         extract(schema, text, max_tokens=24, sampler=AncestralSampler(Greedy(), jump_forward=True))
 
 
+GRACE = "Contact Grace Hopper, rear admiral, at grace@navy.mil; phone 555-0100."
+CONTACT_SCHEMA = Path(__file__).parent.parent / "examples" / "contact.schema.json"
+
+
+@pytest.mark.parametrize("max_tokens", [64, pytest.param(256, marks=pytest.mark.slow)])
+def test_extract_contact_of_grace_hopper_finishes_inside_the_budget(max_tokens) -> None:
+    """Regression: the model loops in the name (``"grace.john.john..."``) and the email's
+    format is left to a value check (its automaton is too large), so the grammar's
+    shortest completion (``"email":""``) was refused, the checked completion gave up
+    (None) and the loop decoded on into `GenerationError`.  Now the checked completion
+    writes a witness address and the value ends inside the budget."""
+    schema = json.loads(CONTACT_SCHEMA.read_text())
+    value = extract(str(CONTACT_SCHEMA), GRACE, max_tokens=max_tokens)
+    jsonschema.Draft202012Validator(schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
+                                    ).validate(value)
+
+
+def test_cli_extract_prints_only_the_json(tmp_path) -> None:
+    """``constrained extract`` in a fresh process: standard output is exactly the JSON
+    value, standard error is empty (no transformers deprecation warnings about
+    ``past_key_values``, no loading progress bars), even with every warning shown."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONWARNINGS="default", TRANSFORMERS_VERBOSITY="warning")
+    run = subprocess.run([sys.executable, "-c", "import sys; from constrained.cli import main; sys.exit(main())",
+                          "extract", "--schema", str(CONTACT_SCHEMA), "--text", GRACE, "--max-tokens", "40"],
+                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert run.returncode == 0, run.stderr
+    assert run.stderr == ""
+    assert run.stdout.endswith("\n") and run.stdout.count("\n") == 1
+    value = json.loads(run.stdout)
+    jsonschema.Draft202012Validator(json.loads(CONTACT_SCHEMA.read_text())).validate(value)
+
+
 def test_extract_budget_runs_out_with_a_typed_error() -> None:
     schema = {"type": "object", "properties": {"story": {"type": "string", "minLength": 200}}, "required": ["story"]}
     with pytest.raises(GenerationError, match="max_tokens=8"):

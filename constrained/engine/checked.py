@@ -15,7 +15,12 @@ failing its predicate.  Any object with this protocol can be a grammar's
 * ``candidates(state, mask, vocab, key) -> token ids``: the tokens of ``mask``
   whose bytes may complete a checked value (the only ones `mask` simulates;
   ``key`` is the grammar state id that identifies ``mask``, for memoising);
-* ``content_hash() -> str``.
+* ``content_hash() -> str``;
+* optionally ``witnesses() -> tuple[bytes, ...]``: text the checks are likely to
+  accept where the grammar reads free content (JSON-escaped string contents); the
+  search for a completion that passes the checks writes them whole
+  (`constrained.engine.completion.checked_completion`).  `JsonValueChecks` gets
+  them from its schema document (`constrained.json_schema.witnesses`).
 
 Example:
     >>> from constrained import Grammar, TokenVocabulary, compile_grammar
@@ -128,7 +133,8 @@ class CheckedMatcher(Matcher):
 
         if self._terminated:
             return None
-        return checked_completion(self._rec, self._history[-1], self._checks, self._cstates[-1], bytes(self._text))
+        return checked_completion(self._rec, self._history[-1], self._checks, self._cstates[-1], bytes(self._text),
+                                  witnesses=witnesses_of(self._checks))
 
     def forced_tokens(self) -> list[int]:
         """Forced tokens of the grammar, cut before the first one a check refuses."""
@@ -141,3 +147,32 @@ class CheckedMatcher(Matcher):
                 return tokens[:i]
             text += data
         return tokens
+
+
+_WITNESSES: dict[str, tuple[bytes, ...]] = {}
+
+
+def witnesses_of(checks) -> tuple[bytes, ...]:
+    """The checks' ``witnesses()``; for checks of a JSON Schema without that method
+    (anything with ``index.document``), the schema's string witnesses, JSON-escaped;
+    else none.  Memoised per ``content_hash()``."""
+    key = checks.content_hash()
+    hit = _WITNESSES.get(key)
+    if hit is None:
+        own = getattr(checks, "witnesses", None)
+        if callable(own):
+            hit = tuple(own())
+        else:
+            document = getattr(getattr(checks, "index", None), "document", None)
+            hit = ()
+            if document is not None:
+                import json
+
+                from constrained.json_schema.witnesses import string_witnesses
+
+                hit = tuple(json.dumps(w, ensure_ascii=False)[1:-1].encode("utf-8")
+                            for w in string_witnesses(document))
+        if len(_WITNESSES) >= 256:
+            _WITNESSES.clear()
+        _WITNESSES[key] = hit
+    return hit

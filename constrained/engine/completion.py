@@ -319,7 +319,7 @@ def bfs_completion(rec, sid: int, *, max_states: int = 20000) -> bytes | None:
     return None
 
 
-def checked_completion(rec, sid: int, checks, cstate, text: bytes, *,
+def checked_completion(rec, sid: int, checks, cstate, text: bytes, *, witnesses: tuple[bytes, ...] = (),
                        max_expansions: int = MAX_CHECKED_EXPANSIONS) -> bytes | None:
     """The shortest bytes that complete ``text`` (at grammar state ``sid`` and check state
     ``cstate``) so that the grammar accepts and every value check passes.
@@ -327,7 +327,18 @@ def checked_completion(rec, sid: int, checks, cstate, text: bytes, *,
     The grammar's own shortest completion is tried first; if a check refuses it, A*
     over bytes with that completion's length as the heuristic (never more than the
     checked answer, and consistent: one byte changes it by at most one), in rounds
-    of ``max_expansions / 4`` expansions: exhaustive (the shortest); then expanding
+    of ``max_expansions / 4`` expansions.  First the witness round: where the
+    grammar reads free content (a byte that leaves the grammar and check states as
+    they are: a string's characters), content is written only as whole
+    ``witnesses`` (JSON-escaped string contents that the schema's ``format``,
+    ``pattern``, ... accept, `constrained.json_schema.witnesses`; at the start also
+    their suffixes, to finish a string already begun), everything else byte by
+    byte, texts of one length merged as below unless they wrote different
+    witnesses: a check on string content (an ``email`` format left to validation,
+    a non-regular ``pattern``, a ``oneOf`` of overlapping patterns), which no
+    byte-wise search can satisfy (the check speaks only when the enclosing value
+    closes), is met by writing an address whole.  Then exhaustive (the shortest);
+    then expanding
     once the texts of one length that reach the same grammar state and check state
     (e.g. every character at one position of a string; the byte kept depends on the
     position, so strings written at different places differ: distinct keys for
@@ -348,13 +359,13 @@ def checked_completion(rec, sid: int, checks, cstate, text: bytes, *,
     after = checks.step(cstate, text, first)
     if after is not None and checks.accepts_end(after, text + first):
         return first
-    key = (id(checks), sid, cstate, text, max_expansions)
+    key = (id(checks), sid, cstate, text, max_expansions, witnesses)
     if key in _checked_memo:
         return _checked_memo[key]
     found = None
-    for merge, weight in _ROUNDS:
-        found = _a_star(rec, tables, sid, checks, cstate, text, len(first), max_expansions // len(_ROUNDS),
-                        merge=merge, weight=weight)
+    for merge, weight, witnessed in _ROUNDS:
+        found = _a_star(rec, tables, sid, checks, cstate, text, len(first), max_expansions // (len(_ROUNDS) - 1),
+                        merge=merge, weight=weight, witnesses=witnesses if witnessed else None)
         if found is not None:
             break
     if len(_checked_memo) >= 64:
@@ -363,25 +374,43 @@ def checked_completion(rec, sid: int, checks, cstate, text: bytes, *,
     return found
 
 
-_ROUNDS = ((None, 1), ("length", 1), ("length", GREEDY_WEIGHT), ("last byte", GREEDY_WEIGHT))
+_ROUNDS = (("length", 1, True), (None, 1, False), ("length", 1, False), ("length", GREEDY_WEIGHT, False),
+           ("last byte", GREEDY_WEIGHT, False))
 # the decoding loop asks again for the state it probed a step before: searches are remembered
 _checked_memo: dict[tuple, bytes | None] = {}
 
 
+MACRO_PENALTY = 2     # the witness round's extra priority per witness written: fewer witnesses first
+
+
 def _a_star(rec, tables: _CompletionTables, sid: int, checks, cstate, text: bytes, h0: int,
-            max_expansions: int, *, merge: str | None, weight: int = 1) -> bytes | None:
+            max_expansions: int, *, merge: str | None, weight: int = 1,
+            witnesses: tuple[bytes, ...] | None = None) -> bytes | None:
     """One round of `checked_completion` (see there for ``merge`` and ``weight``).  The
     merging rounds also take a byte that leaves both states as they are (a character
     in a string, a digit of a fraction, a blank) at most once in a row: such runs only
-    make texts longer, and one character is enough to tell two keys apart."""
+    make texts longer, and one character is enough to tell two keys apart.
+
+    With ``witnesses`` (the witness round), such a *content* byte is never taken
+    alone: at a state that has content bytes a witness is written whole (at most one
+    per stretch of content, `MACRO_PENALTY` added to the priority of each), and the
+    other bytes are taken only where they shorten the grammar's completion (the
+    closing quote; not an escape or a multi-byte character).  Witnesses are also
+    written right after a ``"`` (a string whose characters the grammar does
+    constrain: a uuid pattern, whose all-digit shortest spelling an overlapping
+    ``oneOf`` refuses) and at the start (their suffixes too: a string may be half
+    written).  Texts merge only if they wrote the same witnesses."""
     order = itertools.count()
-    heap = [(weight * h0, 0, next(order), sid, cstate, b"", False)]
+    # (priority, -g, tie, grammar state, check state, bytes so far, content byte or witness last, witnesses)
+    heap = [(weight * h0, 0, next(order), sid, cstate, b"", False, ())]
     closed: set = set()
     expansions = 0
+    starts = () if witnesses is None else sorted(dict.fromkeys(w[k:] for w in witnesses for k in range(len(w))),
+                                                 key=len)
     while heap and expansions < max_expansions:
-        _, _, _, s, cs, done, looped = heapq.heappop(heap)
+        _, _, _, s, cs, done, looped, wrote = heapq.heappop(heap)
         if merge is not None:
-            key = (s, cs, len(done), done[-1:] if merge == "last byte" else b"")
+            key = (s, cs, len(done), done[-1:] if merge == "last byte" else b"", wrote)
             if key in closed:
                 continue
             closed.add(key)
@@ -397,6 +426,10 @@ def _a_star(rec, tables: _CompletionTables, sid: int, checks, cstate, text: byte
             if len(nexts) > 1:                    # representatives differ by position: distinct keys
                 k = 1 + (len(whole) * 97) % (len(nexts) - 1)
                 nexts = nexts[:1] + nexts[k:] + nexts[1:k]
+        g = len(done) + 1
+        penalty = MACRO_PENALTY * len(wrote)
+        content = False
+        moves = []
         for b in nexts:
             s2 = rec.byte_step(s, b)
             if s2 == DEAD_STATE:
@@ -409,14 +442,33 @@ def _a_star(rec, tables: _CompletionTables, sid: int, checks, cstate, text: byte
             if cs2 is None:
                 continue
             loop = s2 == s and cs2 == cs
-            if merge is not None and loop and looped:
+            content = content or loop
+            if loop and (witnesses is not None or (merge is not None and looped)):
                 continue
             if b in _BLANKS:                  # whitespace bytes with one future: one of them
                 if (s2, cs2) in blank:
                     continue
                 blank.add((s2, cs2))
-            g = len(done) + 1
-            heapq.heappush(heap, (g + weight * len(h), -g, next(order), s2, cs2, done + byte, loop))
+            moves.append((g + weight * len(h) + penalty, -g, s2, cs2, done + byte, loop, len(h)))
+        if witnesses is not None and (content or not done or whole.endswith(b'"')):
+            if content:
+                here = len(tables.state_completion(s))
+                moves = [m for m in moves if m[6] < here]      # inside content: only the way out
+            for w in (() if looped else starts if not done else witnesses):
+                s2 = rec.feed(s, w)
+                if s2 == DEAD_STATE:
+                    continue
+                h = tables.state_completion(s2)
+                if h is None:
+                    continue
+                cs2 = checks.step(cs, whole, w)
+                if cs2 is None:
+                    continue
+                g2 = len(done) + len(w)
+                heapq.heappush(heap, (g2 + weight * len(h) + penalty + MACRO_PENALTY, -g2, next(order), s2, cs2,
+                                      done + w, True, wrote + (w,)))
+        for f, neg_g, s2, cs2, data, loop, _ in moves:
+            heapq.heappush(heap, (f, neg_g, next(order), s2, cs2, data, loop, wrote))
     return None
 
 
