@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from constrained.errors import ModelError
+from constrained.models.language_model import cache_kwargs, new_cache, returned_cache
 
 if TYPE_CHECKING:   # pragma: no cover
     from constrained.models.language_model import LanguageModel
@@ -90,10 +91,12 @@ class BatchSession:
                 real[i, :len(r)] = 1
         attention = torch.cat([self._attention, real], dim=1)
         positions = (attention.cumsum(dim=1) - 1).clamp(min=0)[:, -width:]
+        if self._cache is None:
+            self._cache = new_cache(self.lm.model)
         with torch.no_grad():
-            out = self.lm.model(input_ids=ids, attention_mask=attention, position_ids=positions,
-                                past_key_values=self._cache, use_cache=True)
-        self._cache = out.past_key_values
+            out = self.lm.model(input_ids=ids, attention_mask=attention, position_ids=positions, use_cache=True,
+                                **cache_kwargs(self.lm.model, self._cache))
+        self._cache = returned_cache(self.lm.model, out)
         self._attention = attention
         grown = [i for i, r in enumerate(rows) if r]
         last = torch.tensor([len(rows[i]) - 1 for i in grown], device=device)

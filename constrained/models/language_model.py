@@ -183,10 +183,12 @@ class ModelSession:
         if not tokens:
             return None
         ids = torch.tensor([tokens], dtype=torch.long, device=self.lm.device)
+        if self._cache is None:
+            self._cache = new_cache(self.lm.model)
         with torch.no_grad():
-            out = self.lm.model(input_ids=ids, past_key_values=self._cache, use_cache=True,
-                                logits_to_keep=0 if all_positions else 1)
-        self._cache = out.past_key_values
+            out = self.lm.model(input_ids=ids, use_cache=True, logits_to_keep=0 if all_positions else 1,
+                                **cache_kwargs(self.lm.model, self._cache))
+        self._cache = returned_cache(self.lm.model, out)
         self._logits = out.logits[0, -1].float()
         self.tokens.extend(int(t) for t in tokens)
         return out.logits[0].float() if all_positions else None
@@ -199,3 +201,50 @@ class ModelSession:
         from constrained.models.batch import BatchSession
 
         return BatchSession.from_session(self, n)
+
+
+# ---------------------------------------------------------------------- the KV cache API
+# transformers passes the KV cache as a `Cache` object (`DynamicCache`): under the
+# keyword ``past_key_values`` up to 5.x, where it is renamed ``cache`` (the old name,
+# and reading ``output.past_key_values``, then warn on every run).  The keyword is
+# read off the model's ``forward`` signature once per model class.
+_CACHE_KEYWORD: dict[type, str] = {}
+
+
+def cache_keyword(model: Any) -> str:
+    """``"cache"`` where ``model.forward`` takes the cache under that name (transformers
+    5.x), else ``"past_key_values"``."""
+    cls = type(model)
+    hit = _CACHE_KEYWORD.get(cls)
+    if hit is None:
+        import inspect
+
+        try:
+            params = inspect.signature(model.forward).parameters
+        except (TypeError, ValueError):         # pragma: no cover - a forward without a signature
+            params = {}
+        hit = _CACHE_KEYWORD[cls] = "cache" if "cache" in params else "past_key_values"
+    return hit
+
+
+def cache_kwargs(model: Any, cache: Any) -> dict[str, Any]:
+    """The keyword argument that hands ``cache`` to ``model``'s forward pass."""
+    return {cache_keyword(model): cache}
+
+
+def returned_cache(model: Any, output: Any) -> Any:
+    """The cache a forward pass returned (read under the name it is passed by)."""
+    return getattr(output, cache_keyword(model))
+
+
+def new_cache(model: Any) -> Any:
+    """An empty `transformers.DynamicCache` for ``model`` (None where transformers has none:
+    the model then makes its own)."""
+    try:
+        from transformers import DynamicCache
+    except ImportError:                         # pragma: no cover - very old transformers
+        return None
+    try:
+        return DynamicCache(config=model.config)
+    except TypeError:                           # pragma: no cover - transformers < 4.56: no config argument
+        return DynamicCache()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,25 @@ def pick_dtype(device: str, dtype: Any = None):
     return torch.float16 if str(device).startswith("cuda") else torch.float32
 
 
+@contextmanager
+def _quiet_loading():
+    """transformers' own progress bars ("Loading weights", GGUF de-quantizing) off while
+    a model loads (a command's standard error then carries only what it says itself);
+    restored afterwards."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:                     # pragma: no cover - callers report the missing package
+        yield
+        return
+    was_on = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            hf_logging.enable_progress_bar()
+
+
 def default_model_dir() -> Path:
     """A transformers checkpoint of the default model, converted from its GGUF on first use."""
     gguf = default_model_gguf()
@@ -62,8 +82,10 @@ def default_model_dir() -> Path:
         from safetensors.torch import save_file
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+        with _quiet_loading():
+            tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+            model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name,
+                                                         dtype=torch.float32)
     except ImportError as e:
         raise ModelError(f"loading the default model needs transformers, gguf and accelerate "
                          f"(pip install 'constrained[hf,default-model]'): {e}") from e
@@ -99,8 +121,9 @@ def load_hf(spec: str | os.PathLike, *, device: str | None = None, dtype: Any = 
         raise ModelError("transformers is required for models (pip install 'constrained[hf]')") from e
     device = pick_device(device)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(str(path))
-        model = AutoModelForCausalLM.from_pretrained(str(path), dtype=pick_dtype(device, dtype))
+        with _quiet_loading():
+            tokenizer = AutoTokenizer.from_pretrained(str(path))
+            model = AutoModelForCausalLM.from_pretrained(str(path), dtype=pick_dtype(device, dtype))
     except (OSError, ValueError) as e:
         raise ModelError(f"cannot load a causal language model from {str(path)!r}: {e}") from e
     return model.to(device).eval(), tokenizer
