@@ -158,3 +158,22 @@ def test_threads_sharing_compiled_grammars_see_what_one_thread_sees() -> None:
     with ThreadPoolExecutor(max_workers=8) as pool:
         got = list(pool.map(lambda job: _walks(shared[job[0]], job[1]), jobs))
     assert got == expected
+
+
+def test_an_object_with_three_thousand_properties_compiles() -> None:
+    schema = {"type": "object", "properties": {f"prop_{i}": {"type": "string"} for i in range(3000)},
+              "required": ["prop_7"]}
+    compilation = compile_json_schema(schema)
+    assert any(n.keyword == "properties" and "canonical" in n.note for n in compilation.notes)
+    cg = compile_grammar(compilation.grammar, BYTES, cache_dir=None)
+    assert cg.accepts_bytes(b'{"prop_3": "a", "prop_7": "b", "other": 1}')
+    assert not cg.accepts_bytes(b'{"prop_3": "a"}')                        # prop_7 is required
+    assert not cg.accepts_bytes(b'{"prop_7": "b", "prop_3": 1}')            # a declared key is no extra key
+    assert cg.matcher().mask().any()
+
+
+def test_discriminated_unions_of_hundreds_of_kinds_compile() -> None:
+    schema = {"oneOf": [{"type": "object", "properties": {"kind": {"const": f"k{i}"}, "v": {"type": "integer"}},
+                         "required": ["kind"]} for i in range(300)]}
+    cg = compile_grammar(Grammar.from_json_schema(schema), BYTES, cache_dir=None)
+    assert cg.accepts_bytes(b'{"kind": "k299", "v": 3}') and not cg.accepts_bytes(b'{"kind": "k300"}')

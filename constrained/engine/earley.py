@@ -65,50 +65,35 @@ class ParserTables:
         """Number the grammar and drop rules that use non-productive symbols."""
         terms = [t.name for t in grammar.terminals]
         tindex = {n: i for i, n in enumerate(terms)}
-        nts: list[str] = []
-        for r in grammar.rules:
-            if r.lhs not in nts:
-                nts.append(r.lhs)
+        nts = list(dict.fromkeys(r.lhs for r in grammar.rules))
         nindex = {n: len(terms) + i for i, n in enumerate(nts)}
 
         def sym(name: str) -> int:
             return tindex[name] if name in tindex else nindex[name]
 
+        n_terms = len(terms)
         rules = [(nindex[r.lhs], tuple(sym(s) for s in r.rhs)) for r in grammar.rules]
-        productive: set[int] = set()
-        changed = True
-        while changed:
-            changed = False
-            for lhs, rhs in rules:
-                if lhs not in productive and all(s < len(terms) or s in productive for s in rhs):
-                    productive.add(lhs)
-                    changed = True
+        productive = _fixpoint(rules, lambda s: s < n_terms)
         start = nindex[grammar.start]
         if start not in productive:
             raise EmptyLanguageError(f"start symbol {grammar.start!r} derives no string "
                                      "(every derivation is infinite)", source=grammar.source)
         rules = [(lhs, rhs) for lhs, rhs in rules
-                 if lhs in productive and all(s < len(terms) or s in productive for s in rhs)]
+                 if lhs in productive and all(s < n_terms or s in productive for s in rhs)]
         # keep only rules reachable from the start symbol
+        rhs_of: dict[int, list[tuple[int, ...]]] = {}
+        for lhs, rhs in rules:
+            rhs_of.setdefault(lhs, []).append(rhs)
         reachable = {start}
         stack = [start]
         while stack:
-            a = stack.pop()
-            for lhs, rhs in rules:
-                if lhs == a:
-                    for s in rhs:
-                        if s >= len(terms) and s not in reachable:
-                            reachable.add(s)
-                            stack.append(s)
+            for rhs in rhs_of.get(stack.pop(), ()):
+                for s in rhs:
+                    if s >= n_terms and s not in reachable:
+                        reachable.add(s)
+                        stack.append(s)
         rules = [(lhs, rhs) for lhs, rhs in rules if lhs in reachable]
-        nullable: set[int] = set()
-        changed = True
-        while changed:
-            changed = False
-            for lhs, rhs in rules:
-                if lhs not in nullable and all(s in nullable for s in rhs):
-                    nullable.add(lhs)
-                    changed = True
+        nullable = _fixpoint(rules, lambda s: False)
         by_lhs: dict[int, list[int]] = {}
         for i, (lhs, _) in enumerate(rules):
             by_lhs.setdefault(lhs, []).append(i)
@@ -116,6 +101,34 @@ class ParserTables:
                    rule_lhs=tuple(l for l, _ in rules), rule_rhs=tuple(r for _, r in rules),
                    rules_by_lhs={k: tuple(v) for k, v in by_lhs.items()},
                    nullable=frozenset(nullable), start=start)
+
+
+def _fixpoint(rules: list[tuple[int, tuple[int, ...]]], base) -> set[int]:
+    """The nonterminals with a rule whose every symbol is ``base`` or (recursively) in the
+    set: productive ones (base: terminals), nullable ones (base: nothing).  A worklist
+    over rule uses, linear in the grammar's size (a grammar of thousands of chained
+    nonterminals is not swept once per link)."""
+    missing = []                                 # per rule: symbols not yet known to qualify
+    uses: dict[int, list[int]] = {}
+    done: set[int] = set()
+    ready: list[int] = []
+    for i, (lhs, rhs) in enumerate(rules):
+        pending = [s for s in rhs if not base(s)]
+        missing.append(len(pending))
+        for s in pending:
+            uses.setdefault(s, []).append(i)
+        if not pending:
+            ready.append(lhs)
+    while ready:
+        a = ready.pop()
+        if a in done:
+            continue
+        done.add(a)
+        for i in uses.get(a, ()):
+            missing[i] -= 1
+            if missing[i] == 0:
+                ready.append(rules[i][0])
+    return done
 
 
 class ParserNode:

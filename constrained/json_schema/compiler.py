@@ -72,6 +72,7 @@ from constrained.json_schema.validation import SchemaValidators
 
 NUMBER_REGEX = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 STRING_REGEX = r'"(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*"'
+RAW_STRING_REGEX = r'"[^"\\\x00-\x1f]*"'     # JSON strings written without escapes
 STRING_BODY = r"[\s\S]*"
 JSON_TYPES = ("null", "boolean", "object", "array", "number", "string", "integer")
 
@@ -526,9 +527,10 @@ class SchemaCompiler:
             return [(self.b.term(re.escape(valid[0][:-1]) + "0+", "CONST_NUM"),)]
         return [(self.b.lit(valid[0]),)]
 
-    def _fixed_string(self, text: str, hint: str) -> str:
-        """A terminal for the JSON string ``text`` in the spellings ``fixed_strings`` allows."""
-        if self.options.fixed_strings == "canonical":
+    def _fixed_string(self, text: str, hint: str, *, canonical: bool = False) -> str:
+        """A terminal for the JSON string ``text`` in the spellings ``fixed_strings`` allows
+        (only ``json.dumps``' spelling when ``canonical``)."""
+        if canonical or self.options.fixed_strings == "canonical":
             return self.b.term(_literal_regex(json.dumps(text, ensure_ascii=False)), hint)
         return self.b.term(json_string_regex(_literal_regex(text)), hint)
 
@@ -839,7 +841,7 @@ class SchemaCompiler:
         extras = self._extra_members(conj, [] if unordered else names, name_conj)
 
         def kv(name: str, value: str) -> tuple[str, ...]:
-            return (self._fixed_string(name, "KEY"), *w, colon, *w, value)
+            return (self._fixed_string(name, "KEY", canonical=len(names) > LARGE_ENUM), *w, colon, *w, value)
 
         kvxs = [(key, *w, colon, *w, value) for key, value in extras]
         lb, rb = b.lit("{"), b.lit("}")
@@ -887,8 +889,18 @@ class SchemaCompiler:
         if name_conj is None:
             return []
         key_pieces: list = []
-        declared_names = (json_string_regex("(?:" + "|".join(_literal_regex(n) for n in names) + ")"),) \
-            if names else ()
+        declared_names: tuple[str, ...] = ()
+        if len(names) > LARGE_ENUM:
+            # every escape spelling of hundreds of names does not fit one automaton: extra keys
+            # are then written without escapes, and exclude the names' canonical spellings
+            # (a finite automaton built directly)
+            self.note(conj[0].pointer, "properties", f"with {len(names)} declared properties, keys are accepted "
+                                                     "in their canonical spelling, other keys without escapes")
+            key_pieces.append((conj[0], "properties", ("encoded", RAW_STRING_REGEX)))
+            declared_names = ("(?:" + "|".join(sorted({_literal_regex(json.dumps(n, ensure_ascii=False))
+                                                       for n in names})) + ")",)
+        elif names:
+            declared_names = (json_string_regex("(?:" + "|".join(_literal_regex(n) for n in names) + ")"),)
         for q in name_conj:
             other = [k for k in q.keywords() if k not in ANNOTATIONS and k not in
                      ("pattern", "minLength", "maxLength", "format", "type")]
