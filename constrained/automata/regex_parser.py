@@ -288,8 +288,8 @@ def size_estimate(node) -> int:
     kind = node[0]
     if kind == "chars":
         return 2 + 4 * len(node[1])
-    if kind in ("seq", "alt"):
-        return 2 + sum(size_estimate(n) for n in node[1])
+    if kind == "seq" or kind == "alt":
+        return 2 + sum(map(size_estimate, node[1]))
     _, sub, lo, hi = node
     copies = max(lo, hi if hi is not None else lo + 1, 1)
     return 2 + copies * size_estimate(sub)
