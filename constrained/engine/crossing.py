@@ -38,7 +38,7 @@ class CrossingSet:
     ``uid`` is unique per vocabulary's sets (the memo key for parser-dependent results).
     """
 
-    __slots__ = ("uid", "toks", "offs", "_owner", "_first", "_by_first", "_scans")
+    __slots__ = ("uid", "toks", "offs", "_owner", "_first", "_by_first", "_scans", "_first_bytes")
 
     def __init__(self, uid: int, toks: np.ndarray, offs: np.ndarray, owner: "CrossingSets") -> None:
         self.uid = uid
@@ -48,15 +48,27 @@ class CrossingSet:
         self._first = owner.byte_matrix[toks, offs]     # each remainder's first byte
         self._by_first = None           # (order, bounds): candidates grouped by first byte (large sets)
         self._scans: dict[str, tuple[np.ndarray | None, CrossingSet | None]] = {}
+        self._first_bytes = None
 
     def __len__(self) -> int:
         return len(self.toks)
 
+    @property
+    def first_bytes(self) -> np.ndarray:
+        """Bool[256]: the first bytes of the remainders (a lexeme that starts with none of
+        them finds nothing here)."""
+        if self._first_bytes is None:
+            fb = np.bincount(self._first, minlength=256) > 0
+            fb.setflags(write=False)
+            self._first_bytes = fb
+        return self._first_bytes
+
     def scan(self, dfa: ByteDFA) -> tuple[np.ndarray | None, "CrossingSet | None"]:
         """``(live, child)`` for the lexeme ``dfa`` started at every candidate (cached).
 
-        ``live`` is a packed token bitset or None when empty; ``child`` is None when
-        the lexeme never ends inside a remainder.
+        ``live`` is a token set (`CrossingSets.token_set`: sorted int32 ids, or a packed
+        bitset when large) or None when empty; ``child`` is None when the lexeme never
+        ends inside a remainder.
         """
         hit = self._scans.get(dfa.digest)
         if hit is None:
@@ -86,8 +98,7 @@ class CrossingSet:
         live_end, si, sp = scan_tokens(dfa, START, toks, offs, owner.byte_matrix, owner.lengths, owner.token_bytes)
         live = None
         if live_end.any():
-            live = pack_token_ids(toks[live_end], owner.size).view(np.uint8)
-            live.setflags(write=False)
+            live = owner.token_set(toks[live_end])
         child = None
         if si.size:
             ctoks, coffs = toks[si], sp
@@ -109,6 +120,17 @@ class CrossingSets:
         self._roots: dict[tuple[str, int], CrossingSet] = {}
         self._by_content: dict[bytes, CrossingSet] = {}
         self._lock = threading.Lock()
+
+    def token_set(self, toks: np.ndarray) -> np.ndarray:
+        """Tokens ``toks`` (any order, repeats allowed) as a read-only set: their sorted
+        distinct ids (int32) while they are few (``<= nbytes // 16``), else a packed
+        bitset (uint8, the layout of `pack`).  Crossing scans mostly find a handful of
+        tokens: ids cost a few bytes where a packed mask costs ``size / 8``."""
+        ids = np.unique(toks).astype(np.int32, copy=False)
+        if ids.size > max(16, ((self.size + 31) // 32) * 4 // 16):
+            ids = pack_token_ids(ids, self.size).view(np.uint8)
+        ids.setflags(write=False)
+        return ids
 
     @staticmethod
     def pack(bits: np.ndarray) -> np.ndarray:

@@ -75,9 +75,21 @@ class Matcher:
 
     def fill_mask(self, out: np.ndarray) -> None:
         """Write the mask into ``out`` (int32, at least `mask_words` long; the rest is zeroed)."""
-        m = self.mask()
-        out[: m.size] = m
-        out[m.size:] = 0
+        words = self._rec.nbytes // 4
+        if type(self).mask is Matcher.mask and isinstance(out, np.ndarray) and out.dtype == np.int32 \
+                and out.ndim == 1 and out.size >= words:
+            self._mask_into(out[:words])
+        else:
+            m = self.mask()
+            out[: m.size] = m
+        out[words:] = 0
+
+    def _mask_into(self, row: np.ndarray) -> None:
+        """`mask` written into ``row`` (writable int32, exactly the mask's words), without a
+        dense mask of its own where the recognizer keeps it compactly (`fill_masks`)."""
+        if self._terminated:
+            raise MatcherTerminatedError("the matcher accepted EOS; no further tokens are allowed")
+        self._rec.mask_into(self._history[-1], row)
 
     def allows(self, token: int) -> bool:
         """Exact check of one token without computing a mask."""

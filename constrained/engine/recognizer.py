@@ -73,6 +73,11 @@ class Recognizer:
         eos_bits[eos_ids] = True
         self._eos_packed = CrossingSets.pack(eos_bits)
         self._no_tokens = CrossingSets.pack(np.zeros(self.vocab_size, bool))
+        self._eos_bits: Bits = ((), np.flatnonzero(eos_bits).astype(np.int32))
+        # token sets up to this many ids are kept as ids (a quarter of a packed mask's bytes)
+        self._sparse_max = max(16, self.nbytes // 16)
+        self._dense_masks: dict[int, np.ndarray] = {}   # the last materialised state masks (LRU)
+        self._start_bytes_memo: dict[int, np.ndarray] = {}
         self._lock = threading.Lock()
         self._states: list[frozenset[Config]] = [frozenset()]
         self._state_ids: dict[frozenset[Config], int] = {frozenset(): DEAD_STATE}
@@ -80,11 +85,11 @@ class Recognizer:
         self._byte_memo: dict[tuple[int, int], int] = {}
         self._token_memo: dict[tuple[int, int], int] = {}
         self._cfg_step_memo: dict[tuple[Config, int], tuple[Config, ...]] = {}
-        self._cfg_mask_memo: dict[Config, np.ndarray] = {}
-        self._mask_memo: dict[int, np.ndarray] = {}
+        self._cfg_mask_memo: dict[Config, Bits] = {}
+        self._mask_memo: dict[int, Bits] = {}
         self._next_bytes_memo: dict[int, np.ndarray] = {}
         self._start_lex: dict[int, tuple[int, ...]] = {}
-        self._crossing_memo: dict[tuple[int, int], np.ndarray | None] = {}
+        self._crossing_memo: dict[tuple[int, int], Bits | None] = {}
         # masks are pure functions of states/nodes: when their memos outgrow the budget
         # they are dropped (and recomputed on demand); states and transitions are kept
         self.max_mask_memory = max_mask_memory
@@ -242,9 +247,19 @@ class Recognizer:
         return hit
 
     # ------------------------------------------------------------------ masks
-    def crossing_bits(self, node: int, cset: CrossingSet) -> np.ndarray | None:
-        """Packed bitset of the tokens of ``cset`` whose remainder can be read from a
-        lexeme boundary at ``node`` (None if none).
+    #
+    # Token sets are memoised as `Bits`: ``(dense, ids)``, the OR of read-only packed
+    # bitsets ``dense`` (mostly token tables' inside sets, shared by every state) and an
+    # int32 array ``ids`` of further token ids (or None; repeats allowed: merging by
+    # concatenation costs less than sorting, and writing them is an OR).  Crossing results,
+    # key-literal inside sets and the like hold a handful of tokens: as ids they cost a
+    # few bytes instead of a packed mask each, and a union is a tuple of references
+    # plus a merge of small id arrays.  A set is made one owned packed array only when
+    # it has more than `MAX_DENSE_PARTS` dense parts or more than ``_sparse_max`` ids.
+    # Dense masks are made only where asked for (`mask`, `mask_into`).
+    def crossing_bits(self, node: int, cset: CrossingSet) -> Bits | None:
+        """The tokens of ``cset`` whose remainder can be read from a lexeme boundary at
+        ``node`` (`Bits`; None if none).
 
         Walks the lexeme paths ``node`` allows over the parser-independent scans
         cached in ``cset``; results are memoised per (node, set), and per abstract
@@ -257,31 +272,59 @@ class Recognizer:
         return self._memoised(self._crossing_memo, key, node, lambda top: self.crossing_bits(top, cset),
                               lambda: self._crossing_bits_exact(node, cset))
 
-    def _crossing_bits_exact(self, node: int, cset: CrossingSet) -> np.ndarray | None:
+    def _crossing_bits_exact(self, node: int, cset: CrossingSet) -> Bits | None:
         parts = []
         for lx in self.start_lexemes(node):
             live, child = cset.scan(self.dfas[lx])
             if live is not None:
-                parts.append(live)
+                parts.append(((live,), None) if live.dtype == np.uint8 else ((), live))
             if child is not None:
-                sub = self.crossing_bits(self.after_lexeme(node, lx), child)
-                if sub is not None:
-                    parts.append(sub)
+                after = self.after_lexeme(node, lx)
+                # no remainder starts with a byte that can start a lexeme there: nothing to walk
+                if (child.first_bytes & self._start_bytes(after)).any():
+                    sub = self.crossing_bits(after, child)
+                    if sub is not None:
+                        parts.append(sub)
         return self._union(parts)
 
-    def _union(self, parts: list[np.ndarray]) -> np.ndarray | None:
-        """The OR of packed bitsets (read-only); one part is returned as is, none is None."""
+    def _start_bytes(self, node: int) -> np.ndarray:
+        """Bool[256]: the bytes that can start a lexeme at a boundary in ``node``."""
+        hit = self._start_bytes_memo.get(node)
+        if hit is None:
+            hit = np.zeros(256, bool)
+            for lx in self.start_lexemes(node):
+                hit |= self.transitions[lx][START] != 0
+            self._start_bytes_memo[node] = hit
+        return hit
+
+    def _union(self, parts: list[Bits]) -> Bits | None:
+        """The union of token sets (one part is returned as is, none is None)."""
         if len(parts) <= 1:
             return parts[0] if parts else None
-        out = parts[0] | parts[1]      # (reduce() over a list would stack it first: a copy)
-        for part in parts[2:]:
-            out |= part
-        out.setflags(write=False)
-        self._account(out.nbytes)
-        return out
+        dense: list[np.ndarray] = []
+        ids: list[np.ndarray] = []
+        for d, i in parts:
+            for a in d:
+                if not any(a is b for b in dense):
+                    dense.append(a)
+            if i is not None:
+                ids.append(i)
+        merged = None
+        if ids:
+            merged = ids[0] if len(ids) == 1 else np.concatenate(ids)   # repeats are harmless (OR)
+        if len(dense) > MAX_DENSE_PARTS or (merged is not None and merged.size > self._sparse_max):
+            out = np.empty(self.nbytes, np.uint8)
+            _materialise((dense, merged), out)
+            out.setflags(write=False)
+            self._account(out.nbytes)
+            return (out,), None
+        if len(ids) > 1:
+            merged.setflags(write=False)
+            self._account(merged.nbytes)
+        return tuple(dense), merged
 
-    def _cfg_mask(self, cfg: Config) -> np.ndarray:
-        """Allowed tokens of one configuration (packed, read-only).
+    def _cfg_mask(self, cfg: Config) -> Bits:
+        """Allowed tokens of one configuration (`Bits`).
 
         Computed on the node's abstract version (top ``CONTEXT_DEPTH`` levels of
         its parse stack) when that suffices, so new stacks with a familiar top,
@@ -330,18 +373,20 @@ class Recognizer:
         self._mask_memory += nbytes
         if self._mask_memory > self.max_mask_memory:
             self._mask_memo.clear()
+            self._dense_masks.clear()
             self._cfg_mask_memo.clear()
             self._crossing_memo.clear()
             self._mask_memory = 0
             self.mask_memo_resets += 1
 
-    def _cfg_mask_exact(self, node: int, lex: int, q: int) -> np.ndarray:
+    def _cfg_mask_exact(self, node: int, lex: int, q: int) -> Bits:
         if lex == BOUNDARY:
             parts = [self._cfg_mask((node, lx, START)) for lx in self.start_lexemes(node)]
         else:
             dfa = self.dfas[lex]
             table = self.tables.get(dfa, q)
-            parts = [table.inside]
+            ids = table.inside_ids
+            parts = [((), ids) if ids is not None else ((table.inside,), None)]
             if self.accepting_q[lex][q]:
                 # the lexeme may end before this token: the whole token starts the next one
                 parts.append(self._cfg_mask((self.after_lexeme(node, lex), BOUNDARY, 0)))
@@ -350,18 +395,69 @@ class Recognizer:
                 if crossing is not None:
                     parts.append(crossing)
         out = self._union(parts)
-        return self._no_tokens if out is None else out
+        return _NO_BITS if out is None else out
+
+    def _state_bits(self, sid: int) -> Bits:
+        hit = self._mask_memo.get(sid)
+        if hit is None:
+            parts = [self._cfg_mask(cfg) for cfg in self._states[sid]]
+            if self.accepting(sid):
+                parts.append(self._eos_bits)
+            hit = self._union(parts)
+            if hit is None:
+                hit = _NO_BITS
+            self._mask_memo[sid] = hit
+        return hit
 
     def mask(self, sid: int) -> np.ndarray:
-        """Packed allowed-token bitset (uint8, little bit order; view as int32 words)."""
-        hit = self._mask_memo.get(sid)
+        """Packed allowed-token bitset (int32 words, little bit order; read-only, shared)."""
+        hit = self._dense_masks.get(sid)
         if hit is not None:
             return hit
-        parts = [self._cfg_mask(cfg) for cfg in self._states[sid]]
-        if self.accepting(sid):
-            parts.append(self._eos_packed)
-        out = self._union(parts)
-        out = (self._no_tokens if out is None else out).view(np.int32)
+        dense, ids = bits = self._state_bits(sid)
+        if ids is None and len(dense) == 1:
+            out = dense[0].view(np.int32)       # one shared set (a table's, or an owned union)
+        elif ids is None and not dense:
+            out = self._no_tokens.view(np.int32)
+        else:
+            out8 = np.empty(self.nbytes, np.uint8)
+            _materialise(bits, out8)
+            out = out8.view(np.int32)
+            self._account(out8.nbytes)
         out.setflags(write=False)
-        self._mask_memo[sid] = out
+        memo = self._dense_masks
+        if len(memo) >= DENSE_MASKS:
+            del memo[next(iter(memo))]
+        memo[sid] = out
         return out
+
+    def mask_into(self, sid: int, row: np.ndarray) -> None:
+        """Write `mask` of ``sid`` into ``row`` (int32, ``nbytes // 4`` words) without
+        making (or keeping) a dense mask of its own."""
+        hit = self._dense_masks.get(sid)
+        if hit is None and not row.flags.c_contiguous:
+            hit = self.mask(sid)          # a strided row: no byte view of it to write through
+        if hit is not None:
+            row[:] = hit
+        else:
+            _materialise(self._state_bits(sid), row.view(np.uint8))
+
+
+Bits = tuple  # (tuple of packed uint8 bitsets, int32 token ids or None): see Recognizer.crossing_bits
+_NO_BITS: Bits = ((), None)
+MAX_DENSE_PARTS = 4     # dense parts a `Bits` keeps before they are OR-ed into one owned array
+DENSE_MASKS = 8         # materialised state masks kept per recognizer (most recent)
+_BIT = np.array([1 << k for k in range(8)], np.uint8)
+
+
+def _materialise(bits, out: np.ndarray) -> None:
+    """Write the packed form of ``bits`` (``(dense parts, ids)``) into ``out`` (uint8)."""
+    dense, ids = bits
+    if dense:
+        np.copyto(out, dense[0])
+        for a in dense[1:]:
+            np.bitwise_or(out, a, out=out)
+    else:
+        out.fill(0)
+    if ids is not None and ids.size:
+        np.bitwise_or.at(out, ids >> 3, _BIT.take(ids & 7))

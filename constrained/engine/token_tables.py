@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import tempfile
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +29,7 @@ import numpy as np
 from constrained.automata.byte_dfa import ByteDFA
 from constrained.engine.crossing import CrossingSet, CrossingSets
 from constrained.engine.token_trie import VocabTrie
-from constrained.masks import pack_mask
+from constrained.masks import pack_mask, pack_token_ids
 
 TABLE_FORMAT = 1
 # a state reading fewer distinct bytes visits few trie nodes: its table is computed, not
@@ -44,13 +43,30 @@ def default_cache_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "constrained"
 
 
-@dataclass(frozen=True)
 class StateTokenTable:
-    """Tokens inside / crossing for one DFA state (see the module docstring)."""
+    """Tokens inside / crossing for one DFA state (see the module docstring).
 
-    inside: np.ndarray       # packed bitset, uint8, little bit order, read-only
-    cross_toks: np.ndarray   # token ids (int32) with a split point and not inside
-    cross_pos: np.ndarray    # byte offset of the split point (int32)
+    ``inside`` is a packed bitset (uint8, little bit order, read-only); a table with
+    few inside tokens (a key literal's states) keeps them as ``inside_ids`` (sorted
+    int32) and makes ``inside`` only when asked for it."""
+
+    __slots__ = ("_inside", "inside_ids", "cross_toks", "cross_pos", "_size")
+
+    def __init__(self, inside: np.ndarray | None, cross_toks: np.ndarray, cross_pos: np.ndarray,
+                 inside_ids: np.ndarray | None = None, size: int = 0) -> None:
+        self._inside = inside
+        self.inside_ids = inside_ids     # sorted int32 token ids, or None (then ``inside`` is given)
+        self.cross_toks = cross_toks     # token ids (int32) with a split point and not inside
+        self.cross_pos = cross_pos       # byte offset of the split point (int32)
+        self._size = size
+
+    @property
+    def inside(self) -> np.ndarray:
+        if self._inside is None:
+            packed = pack_token_ids(self.inside_ids, self._size).view(np.uint8)
+            packed.setflags(write=False)
+            self._inside = packed
+        return self._inside
 
 
 class TokenTables:
@@ -72,7 +88,6 @@ class TokenTables:
         self.cache_dir = None if cache_dir is None else Path(cache_dir) / "tables" / vocab.content_hash()[:24]
         self._tables: dict[str, dict[int, StateTokenTable]] = {}
         self._by_residual: dict[str, StateTokenTable] = {}
-        self._successors: dict[str, list[list[int]]] = {}
         self._lock = threading.Lock()
         self.crossing = CrossingSets(self.byte_matrix, self.lengths, self.size, vocab.token_bytes)
 
@@ -100,10 +115,7 @@ class TokenTables:
         if table is None and np.count_nonzero(dfa.transitions[state]) < SHARE_MIN_LIVE_BYTES:
             table = per[state] = self._compute(dfa, state)   # cheap: few tokens to scan
         if table is None:
-            succ = self._successors.get(dfa.digest)
-            if succ is None:
-                succ = self._successors[dfa.digest] = successor_lists(dfa)
-            key = residual_digest(dfa, state, succ)
+            key = residual_digest(dfa, state)
             table = self._by_residual.get(key)
             if table is None:
                 table = self._by_residual[key] = self._compute(dfa, state)
@@ -166,9 +178,15 @@ class TokenTables:
         key = np.sort(split_pos[keep] * self.size + split_toks[keep])
         cross_pos = (key // self.size).astype(np.int32)
         cross_toks = (key % self.size).astype(np.int32)
-        inside = pack_mask(inside_bits).view(np.uint8)
-        for a in (inside, cross_toks, cross_pos):
+        for a in (cross_toks, cross_pos):
             a.setflags(write=False)
+        ids = np.flatnonzero(inside_bits)
+        if ids.size <= max(16, self.nbytes // 16):   # few tokens: ids, a packed set only on demand
+            ids = ids.astype(np.int32)
+            ids.setflags(write=False)
+            return StateTokenTable(None, cross_toks, cross_pos, ids, self.size)
+        inside = pack_mask(inside_bits).view(np.uint8)
+        inside.setflags(write=False)
         return StateTokenTable(inside, cross_toks, cross_pos)
 
     # ------------------------------------------------------------------ disk
@@ -223,22 +241,39 @@ def residual_digest(dfa: ByteDFA, state: int, successors: list[list[int]] | None
     """The identity of the language accepted from ``state`` (a canonical numbering of
     the states reachable from it; equal for equal residual languages of minimal DFAs).
 
-    ``successors`` is `successor_lists` of ``dfa`` (computed here when not given;
-    pass it when digesting many states of one DFA)."""
+    The numbering is breadth first, each state's successors in the order of the first
+    byte leading there.  ``successors`` (`successor_lists` of ``dfa``) walks it state by
+    state; without it the walk goes level by level in numpy (same numbering, no
+    per-state Python: a pattern's DFA can have thousands of states)."""
     import hashlib
 
-    if successors is None:
-        successors = successor_lists(dfa)
-    number = {0: 0, state: 1}
-    order = [state]
-    for q in order:        # breadth first, successors in byte order: a canonical numbering
-        for s in successors[q]:
-            if s not in number:
-                number[s] = len(order) + 1
-                order.append(s)
+    table = dfa.transitions
+    if successors is not None:
+        number = {0: 0, state: 1}
+        order = [state]
+        for q in order:        # breadth first, successors in byte order: a canonical numbering
+            for s in successors[q]:
+                if s not in number:
+                    number[s] = len(order) + 1
+                    order.append(s)
+        order = np.asarray(order, dtype=np.int64)
+    else:
+        seen = np.zeros(dfa.num_states, dtype=bool)
+        seen[0] = seen[state] = True
+        frontier = np.array([state], dtype=np.int64)
+        levels = [frontier]
+        while frontier.size:
+            # the next level: states first reached from this one, in the order of their first
+            # occurrence in the rows (row by row, byte by byte), as the queue would append them
+            vals, first = np.unique(table[frontier].reshape(-1), return_index=True)
+            new = ~seen[vals]
+            frontier = vals[new][np.argsort(first[new], kind="stable")].astype(np.int64)
+            seen[frontier] = True
+            levels.append(frontier)
+        order = np.concatenate(levels)
     renumber = np.zeros(dfa.num_states, dtype=np.int32)
     renumber[order] = np.arange(1, len(order) + 1, dtype=np.int32)
-    h = hashlib.sha256(renumber[dfa.transitions[order]].tobytes())
+    h = hashlib.sha256(renumber[table[order]].tobytes())
     h.update(dfa.accepting[order].tobytes())
     return h.hexdigest()
 
