@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
@@ -86,7 +87,7 @@ MAX_BRANCHES = 64        # anyOf/oneOf branches distributed over their conjuncti
 MAX_DISTRIBUTED = 4      # nested distributions along one conjunction
 MAX_CONJUNCTIONS = 2000  # sub-grammars before disjunctions stop being expanded (then checked)
 MAX_DOCUMENT_DEPTH = 256  # JSON nesting of the schema document itself
-MAX_NESTING = 128         # sub-schemas compiled one inside the other (values nested that deep)
+MAX_NESTING = 160         # sub-schemas compiled one inside the other (values nested that deep)
 LARGE_ENUM = 64          # enum strings past which one terminal holds their canonical spellings
 MAX_KEY_PATTERNS = 3     # patternProperties split exactly into 2**n key classes
 MAX_COUNTED_LENGTH = 24  # string length bounds counted by the automaton (longer: value checks)
@@ -1120,6 +1121,9 @@ def compile_json_schema(schema: Any, options: JsonSchemaOptions | None = None, *
     try:
         with compile_deadline(timeout):
             return SchemaCompiler(schema, options).compile()
+    except RecursionError as e:      # a deep caller's stack plus MAX_NESTING levels: still a typed error
+        raise CompileLimitError("sub-schemas nested too deep for the interpreter's recursion limit",
+                                limit="recursion_limit", value=sys.getrecursionlimit()) from e
     except UnsupportedGrammarError as e:  # e.g. from a sub-compiler that names no pointer
         if isinstance(e, UnsupportedSchemaError):
             raise
