@@ -153,25 +153,13 @@ _WITNESSES: dict[str, tuple[bytes, ...]] = {}
 
 
 def witnesses_of(checks) -> tuple[bytes, ...]:
-    """The checks' ``witnesses()``; for checks of a JSON Schema without that method
-    (anything with ``index.document``), the schema's string witnesses, JSON-escaped;
-    else none.  Memoised per ``content_hash()``."""
+    """The checks' ``witnesses()`` (none if they have no such method), memoised per
+    ``content_hash()``."""
     key = checks.content_hash()
     hit = _WITNESSES.get(key)
     if hit is None:
         own = getattr(checks, "witnesses", None)
-        if callable(own):
-            hit = tuple(own())
-        else:
-            document = getattr(getattr(checks, "index", None), "document", None)
-            hit = ()
-            if document is not None:
-                import json
-
-                from constrained.json_schema.witnesses import string_witnesses
-
-                hit = tuple(json.dumps(w, ensure_ascii=False)[1:-1].encode("utf-8")
-                            for w in string_witnesses(document))
+        hit = tuple(own()) if callable(own) else ()
         if len(_WITNESSES) >= 256:
             _WITNESSES.clear()
         _WITNESSES[key] = hit

@@ -186,6 +186,15 @@ class JsonValueChecks:
     def content_hash(self) -> str:
         return self._hash
 
+    def witnesses(self) -> tuple[bytes, ...]:
+        """Short string contents the schema is likely to accept (its formats' and patterns'
+        shortest matches, enum/const/examples strings), JSON-escaped: what the completion
+        search writes inside strings that only a check decides."""
+        from constrained.json_schema.witnesses import string_witnesses
+
+        return tuple(json.dumps(w, ensure_ascii=False)[1:-1].encode("utf-8")
+                     for w in string_witnesses(self.index.document))
+
     def cursor(self, items) -> CheckCursor | None:
         """The cursor of a place where ``items`` apply (None: nothing below is checked)."""
         conj = flatten(items, self.index, self.dialect) if items else ()
