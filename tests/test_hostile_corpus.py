@@ -217,7 +217,9 @@ def run_cases(cases: list[tuple[str, str, Any]], *, budget: float, wall: float, 
             results[i] = Result(label, kind, status, detail, round(seconds, 3), message, _show(payload))
             done = sum(r is not None for r in results)
             if progress and done % progress == 0:
-                print(f"[hostile corpus] {done}/{len(cases)} cases run", file=sys.__stderr__, flush=True)
+                tally = Counter(r.status for r in results if r is not None)
+                print(f"[hostile corpus] {done}/{len(cases)} cases run: {dict(tally)}", file=sys.__stderr__,
+                      flush=True)
     return [r for r in results if r is not None]
 
 
