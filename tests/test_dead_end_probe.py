@@ -1,0 +1,114 @@
+"""Dead-end probe (`benchmarks/dead_end_probe.py`): random masked walks over MaskBench
+dev schemas with the Llama 3 vocabulary, then the engine's shortest completion, fed
+as tokens and validated with `jsonschema`.
+
+No walk may end in an INVALID output (a soundness bug) or an error.  Dead ends (no
+completion after a mask-allowed prefix: a value check refuses what the grammar can
+still finish) are allowed here and reported (``-s`` prints them, and a warning
+names them); the issue "No dead ends" tracks them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+from conftest import load_vocab
+
+REPO = Path(__file__).resolve().parents[1]
+PROBE = REPO / "benchmarks" / "dead_end_probe.py"
+DATA = REPO.parent / "shared" / "data" / "maskbench" / "dev.jsonl.gz"
+
+
+def _probe_module():
+    if str(PROBE.parent) not in sys.path:
+        sys.path.insert(0, str(PROBE.parent))        # for its `_common`
+    spec = importlib.util.spec_from_file_location("dead_end_probe", PROBE)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def probe():
+    return _probe_module()
+
+
+@pytest.fixture(scope="module")
+def records():
+    if not DATA.is_file():
+        pytest.skip(f"MaskBench dev data not found at {DATA}")
+    from constrained.bench.datasets import read_schemas
+
+    return read_schemas(DATA)
+
+
+def _vocab():
+    vocab = load_vocab("llama3")
+    vocab.encode("{}")      # the cached vocabulary loads its tokenizer on first use: not inside a timed walk
+    return vocab
+
+
+def _sweep(probe, records, n: int, walks: int, seed: int) -> dict:
+    vocab = _vocab()
+    results = [probe.probe_schema(i, records[i], vocab, walks=walks, seed=seed)
+               for i in probe.select_indices(records, n)]
+    summary = probe.summarize(results)
+    keys = ("schemas", "compiled", "walks", "valid", "invalid", "dead_end", "dead_end_pct", "error", "timeout",
+            "validator_error", "not_compiled", "compile_timeout", "compile_error")
+    print("\ndead-end probe:", json.dumps({k: summary[k] for k in keys}))
+    for d in summary["details"]["dead_end"]:
+        print(f"  dead end: schema {d['index']} walk {d['walk']} checked {d['checked']} "
+              f"cause {d.get('diagnosis', {}).get('cause')!r} prefix {d.get('prefix', '')[:120]!r}")
+    if summary["dead_end"]:
+        warnings.warn(f"dead-end probe: {summary['dead_end']} of {summary['walks']} walks reached a dead end "
+                      f"(schemas {sorted({d['index'] for d in summary['details']['dead_end']})}; "
+                      f"by checked keywords {summary['dead_ends_by_checked_keywords']})", stacklevel=2)
+    return summary
+
+
+def _bugs(summary: dict, kind: str) -> list:
+    return [{k: d.get(k) for k in ("index", "id", "walk", "phase", "detail", "text", "tokens")}
+            for d in summary["details"][kind]]
+
+
+def test_select_indices_spread_over_splits(probe, records):
+    picked = probe.select_indices(records, 30)
+    assert len(picked) == 30 and picked == sorted(set(picked))
+    splits = {r["split"] for r in records}
+    assert {records[i]["split"] for i in picked} == splits          # 21 splits, 30 picks: every split
+    assert probe.select_indices(records, 30) == picked              # deterministic
+
+
+def test_probe_is_reproducible(probe, records):
+    vocab = _vocab()
+    i = probe.select_indices(records, 12)[3]
+    a = probe.probe_schema(i, records[i], vocab, walks=2, seed=7, diagnose=False)
+    b = probe.probe_schema(i, records[i], vocab, walks=2, seed=7, diagnose=False)
+
+    def strip(r):
+        return [{k: v for k, v in w.items() if k not in ("seconds", "completion_s")} for w in r["walks"]]
+
+    assert strip(a) == strip(b)
+
+
+def test_dead_end_probe_ci_scale(probe, records):
+    """12 schemas over every split x 3 walks: no invalid output, no error."""
+    summary = _sweep(probe, records, n=12, walks=3, seed=0)
+    assert summary["walks"] >= 20
+    assert summary["invalid"] == 0, _bugs(summary, "invalid")
+    assert summary["error"] == 0, _bugs(summary, "error")
+    assert summary["compile_error"] == 0, summary["compile_errors"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(5400)
+def test_dead_end_probe_at_scale(probe, records):
+    """400 schemas x 5 walks (2,000 walks): no invalid output."""
+    summary = _sweep(probe, records, n=400, walks=5, seed=1)
+    assert summary["walks"] >= 1500
+    assert summary["invalid"] == 0, _bugs(summary, "invalid")
