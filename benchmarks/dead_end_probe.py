@@ -535,8 +535,9 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps({"meta": meta, "summary": summary, "schemas": results},
-                                                   indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    out.with_suffix(".md").write_text(markdown(summary, meta), encoding="utf-8")
+                                                   indent=1, ensure_ascii=False) + "\n", encoding="utf-8",
+                                         errors="backslashreplace")     # a lone surrogate from a "\\ud800" value
+    out.with_suffix(".md").write_text(markdown(summary, meta), encoding="utf-8", errors="backslashreplace")
     keys = ("walks", "valid", "invalid", "dead_end", "dead_end_pct", "error", "timeout", "validator_error",
             "compiled", "not_compiled", "compile_timeout", "compile_error")
     print(json.dumps({k: summary[k] for k in keys}))
