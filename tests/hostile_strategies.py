@@ -555,6 +555,8 @@ HANDWRITTEN: list[tuple[str, str, Any]] = [
     ("regex: empty", "regex", ""),
     ("regex: a{1000}{1000}", "regex", "(a{1000}){1000}"),
     ("regex: nested bounded x5", "regex", "((((a{2,9}){2,9}){2,9}){2,9}){2,9}"),
+    ("regex: nested optional repeats", "regex", "(?:(?:x?){0,127}){0,127}"),
+    ("regex: nested counted repeats of one character", "regex", "(?:a{11,92}){6,287}"),
     ("regex: count 2**32", "regex", "a{4294967296}"),
     ("regex: count 65536", "regex", "a{65536}"),
     ("regex: lookahead", "regex", "(?=a)a"),
