@@ -41,6 +41,8 @@ _active: ContextVar[tuple[float, float] | None] = ContextVar("constrained_compil
 @contextmanager
 def compile_deadline(timeout: float | None) -> Iterator[None]:
     """Work inside must end within ``timeout`` seconds (None: no limit of its own)."""
+    if timeout is not None and not timeout >= 0:
+        raise ValueError(f"timeout must be None or a number of seconds >= 0, not {timeout!r}")
     outer = _active.get()
     if timeout is None:
         yield

@@ -36,6 +36,7 @@ import numpy as np
 
 from constrained.automata.regex_parser import literal_alternatives, parse_regex, size_estimate
 from constrained.automata.utf8 import utf8_sequences
+from constrained.deadline import check_deadline
 from constrained.errors import CompileLimitError, RegexError
 
 DEAD = 0
@@ -210,7 +211,11 @@ class _NFABuilder:
 def _closure(eps: list[list[int]], states) -> frozenset[int]:
     seen = set(states)
     stack = list(states)
+    pops = 0
     while stack:
+        pops += 1
+        if not pops & 0xFFF:             # a closure of a huge NFA can take long: honour the deadline
+            check_deadline()
         s = stack.pop()
         for t in eps[s]:
             if t not in seen:
@@ -256,6 +261,7 @@ def _determinize(nfa: _NFABuilder, start: int, final: int,
         return c
 
     def state_id(tset: frozenset[int]) -> int:
+        check_deadline(terminal=nfa.terminal)
         if len(order) >= max_states:
             raise CompileLimitError("regex needs too many automaton states",
                                     limit="max_dfa_states", value=max_states, terminal=nfa.terminal)
@@ -566,7 +572,9 @@ def _finite_dfa(words: list[bytes], max_states: int, terminal: str | None) -> tu
                 edges[parent][last] = twin
 
     previous = b""
-    for word in words:
+    for count, word in enumerate(words):
+        if not count & 0x3FF:
+            check_deadline(terminal=terminal)
         common = 0
         for a, b in zip(previous, word):
             if a != b:
@@ -701,6 +709,7 @@ def _compile_terminal(regex: str, also: tuple[str, ...], excluding: tuple[str, .
     rows = [np.zeros((1, num_classes), np.int64)]
     frontier = start
     while len(frontier):
+        check_deadline(terminal=terminal)
         nxt = np.stack([reduced[j][frontier[:, j]] for j in range(k)], axis=-1).reshape(-1, k)
         nxt[(nxt[:, :n_must] == DEAD).any(axis=1)] = DEAD
         uniq, first, inverse = np.unique(keys_of(nxt), return_index=True, return_inverse=True)

@@ -701,6 +701,8 @@ def grammar_from_gbnf(text: str, *, start: str = "root", source: str = "<gbnf>")
         >>> g.terminal('CLASS_2').regex
         '[a-z]+'
     """
+    if not isinstance(text, str):
+        raise GrammarError(f"a GBNF grammar must be a str, not {type(text).__name__}", source=source)
     parser = _Parser(text, source)
     rules = parser.parse()
     _check_references(rules, parser)

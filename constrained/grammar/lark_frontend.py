@@ -16,6 +16,18 @@ from constrained.grammar.ir import Grammar, Rule, TerminalDef
 _POSITION = re.compile(r"at line (\d+) column (\d+)")
 
 
+def _regex_errors() -> tuple[type[BaseException], ...]:
+    """The errors of the regex engines lark compiles terminals with (re, and regex if installed)."""
+    try:
+        import regex
+    except ImportError:
+        return (re.error,)
+    return (re.error, regex.error)
+
+
+_REGEX_ERRORS = _regex_errors()
+
+
 def _locate(text: str, word: str) -> tuple[int | None, int | None]:
     """Line and column of the first whole-word occurrence of ``word`` in ``text``."""
     m = re.search(r"(?<![\w$])" + re.escape(word) + r"(?![\w$])", text)
@@ -58,12 +70,17 @@ def grammar_from_lark(text: str, *, start: str = "start", source: str = "<lark>"
         from lark.exceptions import LarkError
     except ImportError as e:  # pragma: no cover - lark is a hard dependency
         raise GrammarError("lark is required for lark grammars") from e
+    if not isinstance(text, str):
+        raise GrammarError(f"a lark grammar must be a str, not {type(text).__name__}", source=source)
     try:
         parser = Lark(text, parser="earley", lexer="dynamic_complete", start=start)
     except LarkError as e:
         raise _lark_error(e, text, source) from None
-    except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as e:
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError, AssertionError, *_REGEX_ERRORS) as e:
+        # re's and the regex module's errors: a terminal regex lark itself cannot compile
         raise GrammarSyntaxError(f"lark could not load the grammar: {e}", source=source) from None
+    except OSError as e:                # %import of a grammar that does not exist
+        raise GrammarSyntaxError(f"lark could not import a grammar: {e}", source=source) from None
 
     terminals = []
     for t in parser.terminals:
