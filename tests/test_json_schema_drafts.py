@@ -205,3 +205,19 @@ def test_integer_enum_of_the_issue(draft: str, text: str, valid: bool) -> None:
     schema = {"$schema": DRAFTS[draft], "type": "integer", "enum": [0, 1]}
     assert dialect_of(schema).validator_class(schema).is_valid(json.loads(text)) == valid
     assert _compiled(schema).accepts_bytes(text.encode()) == valid
+
+
+NEGATED = [{"required": ["a"]}, {"minProperties": 1}, {"properties": {"a": {"type": "string"}}},
+           {"minItems": 1}, {"uniqueItems": True}, {"contains": {"const": 1}}, {"maxLength": 1},
+           {"pattern": "^a"}, {"minimum": 2}, {"multipleOf": 2}, {"required": ["a"], "minItems": 1}]
+
+
+@pytest.mark.parametrize("negated", NEGATED)
+@settings(max_examples=80, deadline=None, derandomize=True)
+@given(value=values | st.sampled_from(["", "a", "ab", "b"]))
+def test_not_of_one_kinds_keywords_admits_that_kind_only(negated: dict, value) -> None:
+    """``not`` of keywords that constrain one kind holds for no other value: exact with the check."""
+    schema = {"not": negated}
+    cg = _compiled(schema)
+    text = json.dumps(value)
+    assert cg.accepts_bytes(text.encode()) == jsonschema.Draft202012Validator(schema).is_valid(value), text

@@ -44,7 +44,7 @@ from constrained.automata.byte_dfa import START
 from constrained.engine.earley import SELF
 from constrained.engine.recognizer import BOUNDARY, DEAD_STATE
 
-MAX_COMPLETION_BYTES = 4096
+MAX_COMPLETION_BYTES = 1 << 16     # the grammar completion is computed whole anyway; past this it is not verified
 MAX_CHECKED_EXPANSIONS = 4000     # A* expansions before `checked_completion` gives up
 GREEDY_WEIGHT = 3                 # weighted A* (g + 3h) in the rounds that merge texts
 _TABLES_ATTR = "_completion_tables"

@@ -43,6 +43,7 @@ from typing import Any
 from constrained.deadline import DEFAULT_COMPILE_TIMEOUT, check_deadline, compile_deadline
 from constrained.errors import (
     CompileLimitError,
+    CompileTimeoutError,
     ConstrainedError,
     InvalidSchemaError,
     UnsatisfiableSchemaError,
@@ -67,7 +68,7 @@ from constrained.json_schema.formats import FORMAT_REGEXES
 from constrained.json_schema.json_string import json_string_regex, length_bounded_any_string
 from constrained.json_schema.keywords import ANNOTATIONS
 from constrained.json_schema.numbers import decimal_range_regex, integer_bounds, integer_range_regex
-from constrained.json_schema.options import JsonSchemaOptions
+from constrained.json_schema.options import JsonSchemaOptions, OptionError
 from constrained.json_schema.resolver import Located, SchemaIndex, escape_pointer_token
 from constrained.json_schema.validation import SchemaValidators
 
@@ -82,6 +83,17 @@ KNOWN = VALIDATION_KEYWORDS | {"then", "else"}
 # value kinds: "number" is integer or fractional
 _KINDS = {"null": {"null"}, "boolean": {"boolean"}, "object": {"object"}, "array": {"array"},
           "string": {"string"}, "integer": {"integer"}, "number": {"integer", "fraction"}}
+# keywords that hold for every value outside one kind (their validators skip other values)
+_KEYWORD_KIND: dict[str, frozenset[str]] = {
+    **dict.fromkeys(("required", "properties", "patternProperties", "additionalProperties", "minProperties",
+                     "maxProperties", "dependentRequired", "dependentSchemas", "dependencies", "propertyNames",
+                     "unevaluatedProperties"), frozenset({"object"})),
+    **dict.fromkeys(("items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems", "contains",
+                     "minContains", "maxContains", "unevaluatedItems"), frozenset({"array"})),
+    **dict.fromkeys(("minLength", "maxLength", "pattern"), frozenset({"string"})),
+    **dict.fromkeys(("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"),
+                    frozenset({"integer", "fraction"})),
+}
 _ALL_KINDS = frozenset({"null", "boolean", "object", "array", "string", "integer", "fraction"})
 MAX_BRANCHES = 64        # anyOf/oneOf branches distributed over their conjunction
 MAX_DISTRIBUTED = 4      # nested distributions along one conjunction
@@ -290,6 +302,12 @@ class SchemaCompiler:
         self._depth += 1
         try:
             alternatives = self._alternatives(conj)
+        except CompileTimeoutError as e:
+            if e.pointer is not None:
+                raise
+            # out of time inside an automaton: say which sub-schema it was compiling
+            raise CompileTimeoutError(str(e).split(" (limit")[0], limit=e.limit, value=e.value,
+                                      terminal=e.terminal, pointer=conj[0].pointer) from None
         finally:
             self._depth -= 1
         if not alternatives:
@@ -430,6 +448,15 @@ class SchemaCompiler:
                 return vals if isinstance(vals, list) else None
         return None
 
+    def _constrained_kinds(self, schema: Any) -> set[str] | None:
+        """The one kind of value every keyword of ``schema`` constrains (None: not one kind)."""
+        if not isinstance(schema, dict) or "$ref" in schema:
+            return None
+        kinds = {_KEYWORD_KIND.get(k) for k in schema if k not in ANNOTATIONS and self.dialect.evaluates(k)}
+        if len(kinds) != 1 or None in kinds:
+            return None
+        return set(kinds.pop())
+
     def _type_kinds(self, part: Part, *, check: bool = True) -> set[str]:
         """The value kinds ``part``'s ``type`` allows (draft-03 ``any`` and schemas in a type list:
         every kind, the schemas enforced by a value check)."""
@@ -456,6 +483,9 @@ class SchemaCompiler:
                 if isinstance(neg, dict) and set(neg) - ANNOTATIONS == {"type"}:
                     kinds -= _kinds_of(neg["type"], p.pointer + "/not")
                 elif neg is not False:
+                    # a schema whose keywords all constrain one kind holds for every other value,
+                    # so its negation admits that kind only (the check decides the rest)
+                    kinds &= self._constrained_kinds(neg) or _ALL_KINDS
                     self.check(p, "not", "not is enforced by validation")
         if "fraction" in kinds and "integer" not in kinds:
             # every part that narrows the kinds is validated: the one excluding integers may be any of them
@@ -724,6 +754,8 @@ class SchemaCompiler:
             try:
                 dfa = compile_terminal(main, also, excluding)
                 self._fits[key] = bool(dfa.accepting.any())
+            except CompileTimeoutError:
+                raise                           # out of time, not too large: nothing to drop
             except CompileLimitError:
                 self._fits[key] = None
         return self._fits[key]
@@ -866,8 +898,7 @@ class SchemaCompiler:
         a_names = [b.fresh(f"obj_a{i}") for i in range(n + 1)]
         b_names = [b.fresh(f"obj_b{i}") for i in range(n + 1)]
         a_end, b_end = a_names[n], b_names[n]
-        b.rule(b_end)
-        b.rule(a_end)
+        b.rule(b_end)                   # A_n has no empty rule: an empty object is its own alternative,
         if kvxs:
             more = b.fresh("obj_extras")
             b.rule(more)
@@ -882,7 +913,10 @@ class SchemaCompiler:
             if not req:
                 b.rule(a_names[i], a_names[i + 1])
                 b.rule(b_names[i], b_names[i + 1])
-        return [(lb, *w, a_names[0], *w, rb)]
+        out = [(lb, *w, a_names[0], *w, rb)]        # (A_0 empty would put two gaps between the braces)
+        if not any(req for _, _, req in declared):
+            out.append((lb, *w, rb))
+        return out
 
     def _extra_members(self, conj: Conjunction, names: list[str],
                        name_conj: Conjunction | None) -> list[tuple[str, str]]:
@@ -1078,7 +1112,12 @@ def _float_safe_bound(bound: Any, exclusive: bool, *, upward: bool):
     import math
     from fractions import Fraction
 
-    f = float(bound)
+    try:
+        f = float(bound)
+    except OverflowError:         # an integer bound beyond every double (10**400)
+        if (bound > 0) == upward:
+            raise ValueError(f"empty: no double is on the inside of a {len(str(abs(bound)))}-digit bound") from None
+        return None               # every double is inside it
     if not math.isfinite(f):
         raise ValueError(f"bound {bound!r} is not a finite double")
     towards = math.inf if upward else -math.inf
@@ -1114,7 +1153,10 @@ def compile_json_schema(schema: Any, options: JsonSchemaOptions | None = None, *
     (`constrained.deadline`; None: no limit).
     """
     if options is None:
-        options = JsonSchemaOptions(**kwargs)
+        try:
+            options = JsonSchemaOptions(**kwargs)
+        except TypeError as e:            # an option name that does not exist
+            raise OptionError(f"unknown JSON Schema option: {e}") from None
     elif kwargs:
         raise TypeError("pass either options or keyword options, not both")
     _check_depth(schema)
