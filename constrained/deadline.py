@@ -24,9 +24,9 @@ Example:
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Iterator
 
 from constrained.errors import CompileTimeoutError
 

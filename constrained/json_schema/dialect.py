@@ -27,7 +27,7 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 __all__ = ["Dialect", "dialect_of"]
@@ -63,7 +63,7 @@ class Dialect:
         return keyword in self.keywords
 
 
-@lru_cache(maxsize=None)
+@cache
 def _dialect(cls: Any) -> Dialect:
     name = _NAMES.get(cls.__name__, "draft2020-12")
     keywords = set(cls.VALIDATORS)
