@@ -83,6 +83,7 @@ class CompileLimitError(GrammarError):
 
     def __init__(self, message: str, *, limit: str, value: float, terminal: str | None = None,
                  keyword: str | None = None, pointer: str | None = None) -> None:
+        self.reason = message
         self.limit = limit
         self.value = value
         self.terminal = terminal
@@ -95,6 +96,11 @@ class CompileLimitError(GrammarError):
             where.append(f"at #{pointer}")
         suffix = f" (limit {limit}={value}" + "".join(", " + w for w in where) + ")"
         super().__init__(message + suffix)
+
+    def at(self, pointer: str) -> CompileLimitError:
+        """The same error, located at ``pointer`` in a schema."""
+        return type(self)(self.reason, limit=self.limit, value=self.value, terminal=self.terminal,
+                          keyword=self.keyword, pointer=pointer)
 
 
 class CompileTimeoutError(CompileLimitError):

@@ -123,23 +123,17 @@ def fill_masks(matchers: Sequence[Matcher], out: _Out, rows: Sequence[int] | Non
             if w > width:
                 raise MaskBufferError(f"out has {width} words per row; the vocabulary of a matcher needs {w} "
                                       f"({cg.vocab_size} tokens)")
-    from constrained.engine.matcher import Matcher
-
-    plain_mask = Matcher.mask
     eos_rows: dict[int, np.ndarray] = {}
     for m, r in zip(matchers, row_list):
-        cg = m.compiled
-        w = widths[id(cg)]
         row = arr[r]
         if m.is_terminated():
+            cg = m.compiled
+            w = widths[id(cg)]
             mask = eos_rows.get(id(cg))
             if mask is None:
                 mask = eos_rows[id(cg)] = _eos_only(w, cg.eos_ids)
             row[:w] = mask
-        elif type(m).mask is plain_mask:
-            m._mask_into(row[:w])       # straight into the row: no mask array made or kept
-        else:
-            row[:w] = m.mask()          # a subclass's own mask (CheckedMatcher: value checks)
-        if w < width:
             row[w:] = 0
+        else:
+            m.fill_mask(row)            # straight into the row where it can; the rest zeroed
     return out

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from itertools import chain
 
 from constrained.errors import EmptyLanguageError
-from constrained.grammar.ir import Grammar
+from constrained.grammar.ir import Grammar, derivable
 
 SELF = -1  # origin of items predicted in the node itself
 CUT = -2   # origin below the context an abstract node keeps (see EarleyParser.abstract)
@@ -73,7 +73,7 @@ class ParserTables:
 
         n_terms = len(terms)
         rules = [(nindex[r.lhs], tuple(sym(s) for s in r.rhs)) for r in grammar.rules]
-        productive = _fixpoint(rules, lambda s: s < n_terms)
+        productive = derivable(rules, lambda s: s < n_terms)
         start = nindex[grammar.start]
         if start not in productive:
             raise EmptyLanguageError(f"start symbol {grammar.start!r} derives no string "
@@ -93,7 +93,7 @@ class ParserTables:
                         reachable.add(s)
                         stack.append(s)
         rules = [(lhs, rhs) for lhs, rhs in rules if lhs in reachable]
-        nullable = _fixpoint(rules, lambda s: False)
+        nullable = derivable(rules, lambda s: False)
         by_lhs: dict[int, list[int]] = {}
         for i, (lhs, _) in enumerate(rules):
             by_lhs.setdefault(lhs, []).append(i)
@@ -101,34 +101,6 @@ class ParserTables:
                    rule_lhs=tuple(l for l, _ in rules), rule_rhs=tuple(r for _, r in rules),
                    rules_by_lhs={k: tuple(v) for k, v in by_lhs.items()},
                    nullable=frozenset(nullable), start=start)
-
-
-def _fixpoint(rules: list[tuple[int, tuple[int, ...]]], base) -> set[int]:
-    """The nonterminals with a rule whose every symbol is ``base`` or (recursively) in the
-    set: productive ones (base: terminals), nullable ones (base: nothing).  A worklist
-    over rule uses, linear in the grammar's size (a grammar of thousands of chained
-    nonterminals is not swept once per link)."""
-    missing = []                                 # per rule: symbols not yet known to qualify
-    uses: dict[int, list[int]] = {}
-    done: set[int] = set()
-    ready: list[int] = []
-    for i, (lhs, rhs) in enumerate(rules):
-        pending = [s for s in rhs if not base(s)]
-        missing.append(len(pending))
-        for s in pending:
-            uses.setdefault(s, []).append(i)
-        if not pending:
-            ready.append(lhs)
-    while ready:
-        a = ready.pop()
-        if a in done:
-            continue
-        done.add(a)
-        for i in uses.get(a, ()):
-            missing[i] -= 1
-            if missing[i] == 0:
-                ready.append(rules[i][0])
-    return done
 
 
 class ParserNode:

@@ -71,7 +71,6 @@ class Recognizer:
         self.token_bytes = tables.vocab.token_bytes
         eos_bits = np.zeros(self.vocab_size, bool)
         eos_bits[eos_ids] = True
-        self._eos_packed = CrossingSets.pack(eos_bits)
         self._no_tokens = CrossingSets.pack(np.zeros(self.vocab_size, bool))
         self._eos_bits: Bits = ((), np.flatnonzero(eos_bits).astype(np.int32))
         # token sets up to this many ids are kept as ids (a quarter of a packed mask's bytes)
@@ -226,10 +225,7 @@ class Recognizer:
     def _cfg_next_bytes(self, cfg: Config) -> np.ndarray:
         node, lex, q = cfg
         if lex == BOUNDARY:
-            out = np.zeros(256, bool)
-            for lx in self.start_lexemes(node):
-                out |= self.transitions[lx][START] != 0
-            return out
+            return self._start_bytes(node)
         out = self.transitions[lex][q] != 0
         if self.accepting_q[lex][q]:
             out = out | self._cfg_next_bytes((self.after_lexeme(node, lex), BOUNDARY, 0))
@@ -294,6 +290,7 @@ class Recognizer:
             hit = np.zeros(256, bool)
             for lx in self.start_lexemes(node):
                 hit |= self.transitions[lx][START] != 0
+            hit.setflags(write=False)
             self._start_bytes_memo[node] = hit
         return hit
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,39 @@ from typing import Any
 from constrained.errors import GrammarError, RegexError
 
 JSON_SCHEMA_SOURCE = "<json schema>"   # the `Grammar.source` of grammars compiled from JSON Schemas
+
+
+def derivable(rules: Iterable[tuple[Hashable, Sequence[Hashable]]], base: Callable[[Hashable], bool]) -> set:
+    """The left-hand sides with a rule whose every symbol is ``base`` or (recursively)
+    derivable: productive nonterminals (``base``: terminals), nullable ones (``base``:
+    nothing).  A worklist over symbol uses, linear in the grammar's size (a chain of
+    thousands of nonterminals is not swept once per link).
+
+    >>> sorted(derivable([("a", ("x",)), ("b", ("a", "c")), ("c", ("c",))], lambda s: s == "x"))
+    ['a']
+    """
+    rules = list(rules)
+    missing = []                                 # per rule: symbols not yet known to qualify
+    uses: dict[Hashable, list[int]] = {}
+    done: set = set()
+    ready: list = []
+    for i, (lhs, rhs) in enumerate(rules):
+        pending = [s for s in rhs if not base(s)]
+        missing.append(len(pending))
+        for sym in pending:
+            uses.setdefault(sym, []).append(i)
+        if not pending:
+            ready.append(lhs)
+    while ready:
+        a = ready.pop()
+        if a in done:
+            continue
+        done.add(a)
+        for i in uses.get(a, ()):
+            missing[i] -= 1
+            if missing[i] == 0:
+                ready.append(rules[i][0])
+    return done
 
 
 @dataclass(frozen=True)

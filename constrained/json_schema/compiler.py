@@ -50,7 +50,7 @@ from constrained.errors import (
     UnsupportedGrammarError,
     UnsupportedSchemaError,
 )
-from constrained.grammar.ir import JSON_SCHEMA_SOURCE, Grammar, Rule, TerminalDef
+from constrained.grammar.ir import JSON_SCHEMA_SOURCE, Grammar, Rule, TerminalDef, derivable
 from constrained.json_schema.conjunction import (
     VALIDATION_KEYWORDS,
     Conjunction,
@@ -305,9 +305,7 @@ class SchemaCompiler:
         except CompileTimeoutError as e:
             if e.pointer is not None:
                 raise
-            # out of time inside an automaton: say which sub-schema it was compiling
-            raise CompileTimeoutError(str(e).split(" (limit")[0], limit=e.limit, value=e.value,
-                                      terminal=e.terminal, pointer=conj[0].pointer) from None
+            raise e.at(conj[0].pointer) from None     # out of time in an automaton: say which sub-schema
         finally:
             self._depth -= 1
         if not alternatives:
@@ -548,15 +546,19 @@ class SchemaCompiler:
         ``3.0``/``3.00`` (a float, not an integer in drafts 03/04, and not even the same
         number past 2**53); each form is validated as what it parses to."""
         # each form must still be the enum's value (parts no longer hold the enum itself)
-        valid = [form for form in _number_forms(value) if _json_equal(json.loads(form), value)
-                 and all(self.validators.is_valid(loc, json.loads(form)) for loc in parts)]
-        if not valid:
-            return []
-        if len(valid) == 2:
-            return [(self.b.term(re.escape(valid[0]) + r"(?:\.0+)?", "CONST_NUM"),)]
-        if valid[0].endswith(".0"):
-            return [(self.b.term(re.escape(valid[0][:-1]) + "0+", "CONST_NUM"),)]
-        return [(self.b.lit(valid[0]),)]
+        parsed = {form: json.loads(form) for form in _number_forms(value)}
+        valid = [form for form, v in parsed.items()
+                 if _json_equal(v, value) and all(self.validators.is_valid(loc, v) for loc in parts)]
+        return [(self._number_symbol(valid),)] if valid else []
+
+    def _number_symbol(self, forms: list[str]) -> str:
+        """A terminal for the number spellings ``forms`` (of `_number_forms`: ``3``,
+        ``3.0``, or both); ``3.0`` stands for every ``3.000...``."""
+        if len(forms) == 2:
+            return self.b.term(re.escape(forms[0]) + r"(?:\.0+)?", "CONST_NUM")
+        if forms[0].endswith(".0"):
+            return self.b.term(re.escape(forms[0][:-1]) + "0+", "CONST_NUM")
+        return self.b.lit(forms[0])
 
     def _fixed_string(self, text: str, hint: str, *, canonical: bool = False) -> str:
         """A terminal for the JSON string ``text`` in the spellings ``fixed_strings`` allows
@@ -576,10 +578,9 @@ class SchemaCompiler:
             # inside a container: the form the schema wrote (what the enum filter validated),
             # and both integral forms where the draft makes them the same value
             forms = _number_forms(value)
-            if len(forms) == 2 and self.dialect.floats_are_integers and abs(value) <= 2 ** 53:
-                return (b.term(re.escape(forms[0]) + r"(?:\.0+)?", "CONST_NUM"),)
-            form = forms[0] if isinstance(value, int) or len(forms) == 1 else forms[1]
-            return (b.lit(form),)
+            if len(forms) == 2 and not (self.dialect.floats_are_integers and abs(value) <= 2 ** 53):
+                return (b.lit(forms[0] if isinstance(value, int) else forms[1]),)
+            return (self._number_symbol(forms),)
         if isinstance(value, list):
             out: list[str] = [b.lit("["), *w]
             for i, item in enumerate(value):
@@ -898,7 +899,7 @@ class SchemaCompiler:
         a_names = [b.fresh(f"obj_a{i}") for i in range(n + 1)]
         b_names = [b.fresh(f"obj_b{i}") for i in range(n + 1)]
         a_end, b_end = a_names[n], b_names[n]
-        b.rule(b_end)                   # A_n has no empty rule: an empty object is its own alternative,
+        b.rule(b_end)                   # (A_n has no empty rule: the empty object is an alternative below)
         if kvxs:
             more = b.fresh("obj_extras")
             b.rule(more)
@@ -986,7 +987,7 @@ class SchemaCompiler:
                     also = [(pp, "patternProperties", ("encoded", regexes[pat])) for pat in subset]
                     excluding = tuple(regexes[pat] for pat in pats if pat not in subset)
                     items = [(pp.get("patternProperties")[pat], pp.loc.base,
-                              f"{pp.pointer}/patternProperties/{_ptr(pat)}") for pat in subset]
+                              f"{pp.pointer}/patternProperties/{escape_pointer_token(pat)}") for pat in subset]
                     add(key_pieces + also, excluding, items + (others if subset else pp_add + others),
                         f"pp{r}")
             return out
@@ -997,7 +998,7 @@ class SchemaCompiler:
         alternatives = []
         for p in pattern_parts:
             for pat, sub in p.get("patternProperties").items():
-                alternatives.append([(sub, p.loc.base, f"{p.pointer}/patternProperties/{_ptr(pat)}")])
+                alternatives.append([(sub, p.loc.base, f"{p.pointer}/patternProperties/{escape_pointer_token(pat)}")])
             if p.has("additionalProperties"):
                 alternatives.append([(p.get("additionalProperties"), p.loc.base,
                                       p.pointer + "/additionalProperties")])
@@ -1081,21 +1082,8 @@ def _value_kinds(value: Any) -> set[str]:
 
 def _productive(rules: list[Rule], terminals: set[str]) -> list[Rule]:
     """The rules whose symbols all derive some string (recursion without a base case drops out)."""
-    productive: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for r in rules:
-            if r.lhs not in productive and all(s in terminals or s in productive for s in r.rhs):
-                productive.add(r.lhs)
-                changed = True
+    productive = derivable(((r.lhs, r.rhs) for r in rules), terminals.__contains__)
     return [r for r in rules if r.lhs in productive and all(s in terminals or s in productive for s in r.rhs)]
-
-
-def _ptr(token: str) -> str:
-    from constrained.json_schema.resolver import escape_pointer_token
-
-    return escape_pointer_token(token)
 
 
 def _float_safe_bound(bound: Any, exclusive: bool, *, upward: bool):
@@ -1174,13 +1162,20 @@ def compile_json_schema(schema: Any, options: JsonSchemaOptions | None = None, *
 
 def _check_depth(document: Any) -> None:
     """Refuse a document nested deeper than `MAX_DOCUMENT_DEPTH` (walked without recursion)."""
-    stack: list[tuple[Any, int, str]] = [(document, 0, "")]
+    # each entry: (node, depth, path) with path a linked list (key, parent path): the
+    # pointer string is built only for the node that is too deep
+    stack: list[tuple[Any, int, tuple | None]] = [(document, 0, None)]
     while stack:
-        node, depth, pointer = stack.pop()
+        node, depth, path = stack.pop()
         if depth > MAX_DOCUMENT_DEPTH:
+            keys = []
+            while path is not None:
+                key, path = path
+                keys.append(escape_pointer_token(key) if isinstance(key, str) else str(key))
             raise CompileLimitError(f"the schema document nests more than {MAX_DOCUMENT_DEPTH} levels deep",
-                                    limit="max_document_depth", value=MAX_DOCUMENT_DEPTH, pointer=pointer)
+                                    limit="max_document_depth", value=MAX_DOCUMENT_DEPTH,
+                                    pointer="".join("/" + k for k in reversed(keys)))
         if isinstance(node, dict):
-            stack.extend((v, depth + 1, f"{pointer}/{escape_pointer_token(k)}") for k, v in node.items())
+            stack.extend((v, depth + 1, (k, path)) for k, v in node.items())
         elif isinstance(node, list):
-            stack.extend((v, depth + 1, f"{pointer}/{i}") for i, v in enumerate(node))
+            stack.extend((v, depth + 1, (i, path)) for i, v in enumerate(node))
