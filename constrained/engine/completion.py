@@ -432,15 +432,11 @@ def _a_star(rec, tables: _CompletionTables, sid: int, checks, cstate, text: byte
         moves = []
         for b in nexts:
             s2 = rec.byte_step(s, b)
-            if s2 == DEAD_STATE:
-                continue
-            h = tables.state_completion(s2)
-            if h is None:
-                continue
             byte = bytes((b,))
-            cs2 = checks.step(cs, whole, byte)
-            if cs2 is None:
+            after = _viable(tables, checks, s2, cs, whole, byte)
+            if after is None:
                 continue
+            h, cs2 = after
             loop = s2 == s and cs2 == cs
             content = content or loop
             if loop and (witnesses is not None or (merge is not None and looped)):
@@ -456,20 +452,28 @@ def _a_star(rec, tables: _CompletionTables, sid: int, checks, cstate, text: byte
                 moves = [m for m in moves if m[6] < here]      # inside content: only the way out
             for w in (() if looped else starts if not done else witnesses):
                 s2 = rec.feed(s, w)
-                if s2 == DEAD_STATE:
+                after = _viable(tables, checks, s2, cs, whole, w)
+                if after is None:
                     continue
-                h = tables.state_completion(s2)
-                if h is None:
-                    continue
-                cs2 = checks.step(cs, whole, w)
-                if cs2 is None:
-                    continue
+                h, cs2 = after
                 g2 = len(done) + len(w)
                 heapq.heappush(heap, (g2 + weight * len(h) + penalty + MACRO_PENALTY, -g2, next(order), s2, cs2,
                                       done + w, True, wrote + (w,)))
         for f, neg_g, s2, cs2, data, loop, _ in moves:
             heapq.heappush(heap, (f, neg_g, next(order), s2, cs2, data, loop, wrote))
     return None
+
+
+def _viable(tables, checks, s2: int, cs, whole: bytes, data: bytes):
+    """``(grammar completion of s2, check state)`` after ``data`` was read to reach ``s2``,
+    or None where the grammar or a check leaves no way to finish."""
+    if s2 == DEAD_STATE:
+        return None
+    h = tables.state_completion(s2)
+    if h is None:
+        return None
+    cs2 = checks.step(cs, whole, data)
+    return None if cs2 is None else (h, cs2)
 
 
 def completion_tokens(matcher, data: bytes) -> list[int] | None:
