@@ -156,3 +156,12 @@ class GenerationError(ConstrainedError):
 class SamplerError(ConstrainedError):
     """A sampler cannot do what was asked (e.g. an ASAp trie learned for another prompt,
     or a file that is not a saved trie)."""
+
+
+class StructuralTagError(GrammarError):
+    """A structural tag (vLLM/XGrammar's ``{"type": "structural_tag", ...}``) or a tool
+    list is malformed; ``path`` says where in the spec (e.g. ``format.tags[1].begin``)."""
+
+    def __init__(self, message: str, *, path: str = "") -> None:
+        self.path = path
+        super().__init__(message + (f" (at {path})" if path else ""))

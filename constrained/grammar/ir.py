@@ -208,6 +208,29 @@ class Grammar:
         return compile_json_schema(schema, **options).grammar
 
     @classmethod
+    def from_structural_tag(cls, spec, **schema_options) -> "Grammar":
+        """vLLM/XGrammar structural tags (a dict or its JSON text): free text, and after a
+        trigger a tagged JSON value of its schema (`constrained.grammar.structural_tag`).
+
+        >>> g = Grammar.from_structural_tag({"type": "structural_tag", "triggers": ["<f>"],
+        ...     "structures": [{"begin": "<f>", "schema": {"type": "integer"}, "end": "</f>"}]})
+        """
+        from constrained.grammar.structural_tag import grammar_from_structural_tag
+
+        return grammar_from_structural_tag(spec, **schema_options)
+
+    @classmethod
+    def from_tools(cls, tools, *, format: str = "hermes", tool_choice="auto", **options) -> "Grammar":
+        """OpenAI-style tools as a grammar of the model family's tool-call format
+        (`constrained.tools.tools_grammar`: ``hermes``, ``llama3``, ``mistral``).
+
+        >>> g = Grammar.from_tools([{"type": "function", "function": {"name": "f", "parameters": {}}}])
+        """
+        from constrained.tools import tools_grammar
+
+        return tools_grammar(tools, format=format, tool_choice=tool_choice, **options)
+
+    @classmethod
     def from_file(cls, path: str | Path, **kwargs) -> "Grammar":
         """Load ``.lark``, ``.gbnf`` or ``.regex`` files by their suffix."""
         p = Path(path)
