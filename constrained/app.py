@@ -24,9 +24,13 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from constrained.errors import GenerationError, InvalidSchemaError
+from constrained.json_schema.grounding import GroundingError
+
+if TYPE_CHECKING:                      # pragma: no cover
+    from constrained.grammar.ir import Grammar
 
 DEFAULT_INSTRUCTIONS = ("Extract the information the user's text gives as one JSON value that follows this "
                         "JSON Schema. Answer with the JSON only.\nSchema: {schema}")
@@ -180,27 +184,71 @@ def _finished_text(lm, sample, max_tokens: int) -> str:
     return text
 
 
-def extraction_grammar(json_schema: Any, **schema_options) -> "Grammar":
+def extraction_grammar(json_schema: Any, text: str | None = None, *, grounded: bool = False,
+                       **schema_options) -> Grammar:
     """The grammar `extract` decodes with: `Grammar.from_json_schema` with compact
     whitespace, canonical keys and enum strings (jump-forward appends them) and no
     members beyond the declared ones where ``additionalProperties`` is absent, unless
-    ``schema_options`` say otherwise.
+    ``schema_options`` say otherwise.  With ``text``, values are grounded in it where
+    ``grounded`` (every free string) or their ``x-grounded: true`` annotation says so
+    (`constrained.json_schema.grounding`).  Grammars without grounding are kept per
+    schema and options (compiled once per process).
 
     Example:
         >>> extraction_grammar({"type": "object", "properties": {"a": {"type": "integer"}}}).source
         '<json schema>'
+        >>> g = extraction_grammar({"type": "string"}, "Ada Lovelace", grounded=True)
+        >>> [t.name for t in g.terminals]
+        ['GROUNDED']
     """
-    from constrained import Grammar
-
     schema_options.setdefault("whitespace", "compact")
     schema_options.setdefault("additional_properties", False)
     schema_options.setdefault("fixed_strings", "canonical")
-    return Grammar.from_json_schema(json_schema, **schema_options)
+    if text is not None and (grounded or _asks_grounding(json_schema)):
+        from constrained import Grammar
+        from constrained.json_schema.grounding import Grounding
+
+        return Grammar.from_json_schema(json_schema, grounding=Grounding(text, default=grounded), **schema_options)
+    try:
+        key = json.dumps([json_schema, schema_options], sort_keys=True)
+    except (TypeError, ValueError):           # options that are not JSON (documents=...): not kept
+        key = None
+    return _ungrounded_grammar(key, json_schema, schema_options)
+
+
+def _asks_grounding(json_schema: Any) -> bool:
+    """Whether some sub-schema says ``"x-grounded": true``."""
+    stack = [json_schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if node.get("x-grounded") is True:
+                return True
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
+
+
+_GRAMMARS: dict[str, Any] = {}
+
+
+def _ungrounded_grammar(key: str | None, json_schema: Any, schema_options: dict):
+    from constrained import Grammar
+
+    hit = _GRAMMARS.get(key) if key is not None else None
+    if hit is None:
+        hit = Grammar.from_json_schema(json_schema, **schema_options)
+        if key is not None:
+            while len(_GRAMMARS) >= COMPILED_CACHE_SIZE:
+                _GRAMMARS.pop(next(iter(_GRAMMARS)))
+            _GRAMMARS[key] = hit
+    return hit
 
 
 def extract(schema: Any, text: str, *, model=None, instructions: str | None = None, max_tokens: int = 512,
             sampler=None, seed: int | None = None, progress: bool = False, speculative=None,
-            **schema_options) -> Any:
+            grounded: bool = False, **schema_options) -> Any:
     """A value extracted from ``text`` that validates against ``schema`` (a dict, a JSON
     file path, or a pydantic model class: then an instance of it).
 
@@ -216,10 +264,25 @@ def extract(schema: Any, text: str, *, model=None, instructions: str | None = No
     passes.  Where the budget would run out the output is ended by its shortest
     completion (`default_sampler`; not when decoding speculatively); raises
     `GenerationError` when even that does not fit in ``max_tokens``; never returns an
-    invalid value."""
+    invalid value.
+
+    ``grounded=True``: every free string value (not keys, ``enum``/``const`` strings,
+    numbers or booleans) is a substring of ``text``, intersected with the value's own
+    schema, so the model copies values instead of inventing them; a value annotated
+    ``"x-grounded": false`` in the schema stays free, and one annotated ``true`` is
+    grounded even without ``grounded=True`` (pydantic: ``Field(json_schema_extra=
+    {"x-grounded": True})``).  Where no substring of the text fits a grounded value's
+    schema, a value grounded by default falls back to its schema alone, while an
+    ``x-grounded: true`` value raises `constrained.json_schema.grounding.GroundingError`
+    before generation (see `constrained.json_schema.grounding`).
+
+    Example (with the default model installed):
+        >>> extract("examples/contact.schema.json", "Reach Ada Lovelace at ada@example.org.",
+        ...         grounded=True)                                              # doctest: +SKIP
+        {'name': 'Ada Lovelace', 'email': 'ada@example.org'}"""
     json_schema, pydantic_class = load_schema(schema)
     lm = _language_model(model)
-    grammar = extraction_grammar(json_schema, **schema_options)
+    grammar = extraction_grammar(json_schema, text, grounded=grounded, **schema_options)
     prompt = _extraction_prompt(lm, json_schema, text, instructions)
     output = _finished_text(lm, _run(lm, prompt, grammar, sampler, max_tokens, seed, progress, speculative),
                             max_tokens)
@@ -228,12 +291,15 @@ def extract(schema: Any, text: str, *, model=None, instructions: str | None = No
 
 def extract_many(schema: Any, texts: list[str], *, model=None, instructions: str | None = None,
                  max_tokens: int = 512, sampler=None, seed: int | None = None, batch_size: int = 8,
-                 progress: bool = False, **schema_options) -> list[Any]:
+                 progress: bool = False, grounded: bool = False, **schema_options) -> list[Any]:
     """`extract` for many texts, ``batch_size`` at a time in one forward pass per step
     (`constrained.decoding.decode_batch`; each row has its own matcher).  Returns one
     item per text: the value, or the `GenerationError` that text raised (one text
     whose budget runs out does not lose the others).  ``sampler`` must have
     ``run_batch`` (`samplers.AncestralSampler`); ``progress`` shows a bar of texts.
+    ``grounded`` as in `extract` (each text then has its own grammar, a row its own
+    matcher; a text whose grounding fails with `GroundingError` gets that error as its
+    item).
 
     Example (with the default model installed):
         >>> schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
@@ -247,7 +313,8 @@ def extract_many(schema: Any, texts: list[str], *, model=None, instructions: str
         raise ValueError(f"batch_size must be >= 1, not {batch_size}")
     json_schema, pydantic_class = load_schema(schema)
     lm = _language_model(model)
-    compiled = _compiled(extraction_grammar(json_schema, **schema_options), lm)
+    per_text = grounded or _asks_grounding(json_schema)
+    shared = None if per_text else _compiled(extraction_grammar(json_schema, **schema_options), lm)
     sampler = sampler or default_sampler()
     if not hasattr(sampler, "run_batch"):
         raise ValueError(f"{type(sampler).__name__} cannot decode batches (it has no run_batch)")
@@ -256,14 +323,25 @@ def extract_many(schema: Any, texts: list[str], *, model=None, instructions: str
     with tqdm(total=len(texts), desc="extracting", unit="text", disable=None if progress else True) as bar:
         for start in range(0, len(texts), batch_size):
             chunk = texts[start:start + batch_size]
-            batch = lm.batch_session([_extraction_prompt(lm, json_schema, t, instructions) for t in chunk])
-            samples = sampler.run_batch(batch, [compiled.matcher() for _ in chunk], lm.eos_ids,
-                                        max_tokens=max_tokens, generator=generator)
-            for sample in samples:
+            matchers: list[Any] = []
+            for t in chunk:
                 try:
-                    out.append(_validated(json_schema, pydantic_class, _finished_text(lm, sample, max_tokens)))
-                except GenerationError as e:
-                    out.append(e)
+                    matchers.append(shared.matcher() if shared is not None else _compiled(
+                        extraction_grammar(json_schema, t, grounded=grounded, **dict(schema_options)), lm).matcher())
+                except GroundingError as e:
+                    matchers.append(e)
+            rows = [i for i, m in enumerate(matchers) if not isinstance(m, Exception)]
+            results: list[Any] = list(matchers)
+            if rows:
+                batch = lm.batch_session([_extraction_prompt(lm, json_schema, chunk[i], instructions) for i in rows])
+                samples = sampler.run_batch(batch, [matchers[i] for i in rows], lm.eos_ids,
+                                            max_tokens=max_tokens, generator=generator)
+                for i, sample in zip(rows, samples):
+                    try:
+                        results[i] = _validated(json_schema, pydantic_class, _finished_text(lm, sample, max_tokens))
+                    except GenerationError as e:
+                        results[i] = e
+            out.extend(results)
             bar.update(len(chunk))
     return out
 
@@ -289,13 +367,28 @@ def _validated(json_schema, pydantic_class, output: str) -> Any:
 
 def generate(prompt: str, *, grammar: Any = None, regex: str | None = None, json_schema: Any = None,
              sampler=None, model=None, instructions: str | None = None, max_tokens: int = 256,
-             seed: int | None = None, progress: bool = False, speculative=None) -> str:
+             seed: int | None = None, progress: bool = False, speculative=None, tools: list | None = None,
+             tool_choice: Any = "auto", tool_format: str = "hermes", **tool_options: Any):
     """Text for ``prompt`` that follows exactly one of ``grammar`` (a `Grammar`, lark text or
     a grammar file path), ``regex`` or ``json_schema``.  ``progress`` shows a token bar on
     a terminal; ``speculative`` as in `extract`.  Raises `GenerationError` if the budget
-    runs out before the constraint is satisfied."""
+    runs out before the constraint is satisfied.
+
+    With ``tools`` (OpenAI-style function tools) instead: a `constrained.tools.ToolCallResult`
+    (``.tool_calls`` parsed, arguments validated; ``.content`` the free text) under
+    ``tool_choice`` ("auto", "required", "none" or ``{"name": ...}``) in ``tool_format``
+    ("hermes", "llama3", "mistral"); ``tool_options``: ``parallel_tool_calls``, ``reasoning``
+    and schema options (`constrained.tools.generate_tool_calls`)."""
     from constrained import Grammar
 
+    if tools is not None:
+        if any(x is not None for x in (grammar, regex, json_schema)) or speculative:
+            raise ValueError("tools= goes alone: not with grammar=, regex=, json_schema= or speculative=")
+        from constrained.tools import generate_tool_calls
+
+        return generate_tool_calls(prompt, tools, tool_choice=tool_choice, format=tool_format, model=model,
+                                   instructions=instructions, sampler=sampler, max_tokens=max_tokens, seed=seed,
+                                   progress=progress, **tool_options)
     given = [x is not None for x in (grammar, regex, json_schema)]
     if sum(given) != 1:
         raise ValueError("give exactly one of grammar=, regex=, json_schema=")

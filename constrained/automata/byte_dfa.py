@@ -510,7 +510,13 @@ def compile_regex(regex: str, *, terminal: str | None = None, max_states: int = 
 
     An alternation of literal strings (an enum) is built as a finite automaton directly
     (`_finite_dfa`), with room for ``8 * max_states`` states: no subset construction can
-    blow up there, and the result is the same minimal DFA the NFA route would give."""
+    blow up there, and the result is the same minimal DFA the NFA route would give.
+    A substring marker (`constrained.automata.substrings.substrings_regex`, grounded
+    values) is built from its text directly."""
+    if regex.startswith("(*substrings:"):
+        from constrained.automata.substrings import substrings_dfa
+
+        return substrings_dfa(regex, max_states=max_states, terminal=terminal)
     words = _literal_words(regex)
     if words is not None:
         table, accepting = _finite_dfa(words, 8 * max_states, terminal)

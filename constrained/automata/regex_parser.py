@@ -267,7 +267,13 @@ def parse_regex(pattern: str, *, terminal: str | None = None):
 
 
 def validate_regex(pattern: str, *, terminal: str | None = None) -> None:
-    """Raise `RegexError` unless ``pattern`` is a supported regular expression."""
+    """Raise `RegexError` unless ``pattern`` is a supported regular expression (or a
+    substring marker, `constrained.automata.substrings`)."""
+    if isinstance(pattern, str) and pattern.startswith("(*substrings:"):
+        from constrained.automata.substrings import parse_substrings_regex
+
+        parse_substrings_regex(pattern)
+        return
     parse_regex(pattern, terminal=terminal)
 
 

@@ -51,6 +51,7 @@ from constrained.errors import (
     UnsupportedSchemaError,
 )
 from constrained.grammar.ir import JSON_SCHEMA_SOURCE, Grammar, Rule, TerminalDef, derivable
+from constrained.json_schema import grounding
 from constrained.json_schema.conjunction import (
     VALIDATION_KEYWORDS,
     Conjunction,
@@ -514,7 +515,7 @@ class SchemaCompiler:
                     strings.append(v)
                 else:
                     out.append(self._value_symbols(v))
-        return self._string_values(source, strings) + out
+        return self._string_values(source, grounding.enum_strings(self, conj, strings)) + out
 
     def _without(self, part: Part, keyword: str) -> Located | None:
         """``part``'s sub-schema without ``keyword`` (None: nothing else in it to check)."""
@@ -668,6 +669,9 @@ class SchemaCompiler:
         regexes = self._string_regexes(conj)
         if regexes is None:
             return []
+        term = grounding.grounded_string(self, conj, regexes)    # x-grounded: a substring of the text
+        if term is not None:
+            return [(term,)]
         term = self._string_terminal(regexes, "STRING")
         return [] if term is None else [(term,)]
 

@@ -58,6 +58,9 @@ class JsonSchemaOptions:
       over-approximated by the grammar and validated when their value completes
       (`constrained.json_schema.value_checks`); ``False``: such schemas are refused
       with `UnsupportedSchemaError` (a pure grammar, e.g. to export).
+    * ``grounding``: a `constrained.json_schema.grounding.Grounding` (a text):
+      string values must be substrings of that text (``x-grounded`` per value);
+      None (default): no grounding, ``x-grounded`` is an annotation.
 
     Example:
         >>> JsonSchemaOptions(whitespace="compact").whitespace
@@ -74,6 +77,7 @@ class JsonSchemaOptions:
     value_checks: bool = True
     formats: Literal["assert", "annotation"] = "assert"
     documents: Mapping[str, Any] | None = None
+    grounding: Any = None
 
     def __post_init__(self) -> None:
         if self.whitespace not in ("bounded", "compact", "any"):
@@ -91,6 +95,11 @@ class JsonSchemaOptions:
             raise OptionError(f"unknown_formats must be 'annotation' or 'error', not {self.unknown_formats!r}")
         if self.formats not in ("assert", "annotation"):
             raise OptionError(f"formats must be 'assert' or 'annotation', not {self.formats!r}")
+        if self.grounding is not None:
+            from constrained.json_schema.grounding import Grounding
+
+            if not isinstance(self.grounding, Grounding):
+                raise OptionError(f"grounding must be a Grounding, not {type(self.grounding).__name__}")
         if self.max_repetition < 1:
             raise OptionError(f"max_repetition must be >= 1, not {self.max_repetition}")
 

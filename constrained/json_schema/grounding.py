@@ -1,0 +1,257 @@
+"""Grounded values: JSON strings that must copy a substring of an input text.
+
+``Grammar.from_json_schema(schema, grounding=Grounding(text))`` makes every string
+value of the schema (not object keys) a substring of ``text`` — as characters: the
+value's canonical JSON spelling is what the grammar spells — intersected with the
+string's own schema (``pattern``, ``format``, ``minLength``/``maxLength``).  The
+intersection is one terminal: the string terminal with the text's substring
+automaton (`constrained.automata.substrings`) among its ``also`` automata, so masks
+stay exact and cost what any string terminal costs; nothing is checked per token
+in Python.
+
+Per value, the schema decides with the annotation ``x-grounded`` (pydantic:
+``Field(json_schema_extra={"x-grounded": False})``):
+
+* absent: free strings are grounded when ``Grounding.default`` is true (``extract(...,
+  grounded=True)``); ``enum``/``const`` strings are not (a closed set the model
+  cannot invent values of; labels are often not spelled in the text), nor are
+  numbers and booleans;
+* ``true``: grounded, also an ``enum``/``const`` (only its values that occur in the
+  text stay), even when ``Grounding.default`` is false;
+* ``false``: never grounded.
+
+When no substring of the text satisfies a grounded value's schema (a ``format:
+date`` field and a text without a date), nothing is left silently unsatisfiable:
+
+* a value grounded by default falls back to its ungrounded schema, and the
+  compilation notes it (``SchemaNote(pointer, "x-grounded", ...)``);
+* a value annotated ``x-grounded: true`` raises `GroundingError` (with the JSON
+  pointer) while compiling, before any token is generated.
+
+The same holds when the text is too long for a substring automaton (past
+`constrained.automata.byte_dfa.DEFAULT_MAX_STATES` states, several thousand
+characters): a fallback with a note, or `GroundingError`.
+
+Example:
+    >>> from constrained import Grammar
+    >>> schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    >>> g = Grammar.from_json_schema(schema, grounding=Grounding("I flew from Paris to Rome."))
+    >>> from constrained.testing.reference import Reference
+    >>> ref = Reference(g)
+    >>> ref.accepts(b'{"city":"Paris"}'), ref.accepts(b'{"city":"Pari"}'), ref.accepts(b'{"city":"Oslo"}')
+    (True, True, False)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from constrained.errors import (
+    CompileLimitError,
+    CompileTimeoutError,
+    ConstrainedError,
+    SchemaError,
+)
+
+if TYPE_CHECKING:                      # pragma: no cover
+    from constrained.json_schema.compiler import SchemaCompiler
+
+KEYWORD = "x-grounded"
+
+
+class GroundingError(SchemaError):
+    """A value annotated ``x-grounded: true`` cannot be grounded in the text: no substring
+    of the text satisfies its schema, or the text is too long for a substring automaton.
+    Raised while compiling, before generation (``pointer`` names the value's schema).
+
+    Example:
+        >>> from constrained import Grammar
+        >>> try:
+        ...     Grammar.from_json_schema({"type": "string", "format": "date", "x-grounded": True},
+        ...                              grounding=Grounding("no dates here"))
+        ... except GroundingError as e:
+        ...     e.keyword
+        'x-grounded'
+    """
+
+
+@dataclass(frozen=True)
+class Grounding:
+    """The text grounded values copy from, and whether string values without an
+    ``x-grounded`` annotation are grounded (``default``; see the module docstring).
+
+    Example:
+        >>> Grounding("Ada Lovelace, ada@example.org").default
+        True
+    """
+
+    text: str
+    default: bool = True
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, str):
+            raise TypeError(f"the grounding text must be a str, not {type(self.text).__name__}")
+
+
+def annotation(conj) -> bool | None:
+    """The ``x-grounded`` annotation of a conjunction of sub-schemas: False if any part
+    says false, True if any says true, None if none says.  Non-boolean values raise
+    `InvalidSchemaError`."""
+    from constrained.errors import InvalidSchemaError
+
+    said = None
+    for p in conj:
+        if p.has(KEYWORD):
+            v = p.get(KEYWORD)
+            if not isinstance(v, bool):
+                raise InvalidSchemaError(f"{KEYWORD} must be true or false, not {v!r}", keyword=KEYWORD,
+                                         pointer=p.pointer)
+            if v is False:
+                return False
+            said = True
+    return said
+
+
+MAX_FEASIBILITY_CHECKS = 50_000
+"""Substrings validated, at most, to show that a grounded value whose schema is partly
+a value check (``format: email``, long lengths) has a valid substring at all."""
+
+
+def grounded_string(compiler: SchemaCompiler, conj, pieces: list) -> str | None:
+    """The terminal of a grounded free string value of ``conj`` (its string ``pieces``,
+    `SchemaCompiler._string_regexes`, intersected with the text's substrings), or None
+    where it is not grounded — or cannot be: then the fallback of the module docstring
+    (a note, or `GroundingError`).
+
+    Keywords the automaton leaves to value checks (a format too large for an automaton,
+    such as ``email``) are invisible to the automaton's emptiness test: then substrings
+    are validated against them, shortest first, until one passes (else the fallback),
+    so a grounded value never leads into a string no check accepts."""
+    piece = _substrings_piece(compiler, conj)
+    if piece is None:
+        return None
+    before = set(compiler.checked)
+    pieces = _without_too_large(compiler, pieces)
+    term = compiler._string_terminal([piece] + pieces, "GROUNDED")
+    if term is None:
+        unground(compiler, conj, annotation(conj), "no substring of the text fits its schema")
+        return None
+    checked = {key: compiler.checked[key] for key in compiler.checked if key not in before}
+    if checked and not _some_substring_valid(compiler, compiler.options.grounding.text, checked):
+        unground(compiler, conj, annotation(conj),
+                 f"no substring of the text (of the first {MAX_FEASIBILITY_CHECKS} tried) satisfies "
+                 f"{', '.join(sorted(kw for _, kw in checked))}")
+        return None
+    return term
+
+
+_TOO_LARGE: dict[str, str] = {}
+"""String regexes whose automaton exceeded the state limit (a ``format: email``), and the
+error: a grounded schema is compiled once per text, and such a regex would otherwise be
+determinised up to the limit every time."""
+
+
+def _without_too_large(compiler: SchemaCompiler, pieces: list) -> list:
+    """``pieces`` without those whose automaton alone is too large (each becomes a value
+    check, as `SchemaCompiler._string_terminal` would make it after trying)."""
+    from constrained.automata.byte_dfa import compile_regex
+    from constrained.json_schema.json_string import (
+        json_string_regex,
+        length_bounded_any_string,
+    )
+
+    kept = []
+    for piece in pieces:
+        r = piece[2]
+        try:
+            rx = (length_bounded_any_string(r[1], r[2]) if r[0] == "length" else r[1]) \
+                if isinstance(r, tuple) else json_string_regex(r)
+        except ConstrainedError:
+            kept.append(piece)
+            continue
+        if rx not in _TOO_LARGE:
+            try:
+                compile_regex(rx)
+            except CompileTimeoutError:
+                raise
+            except CompileLimitError as e:
+                _TOO_LARGE[rx] = str(e)
+        if rx in _TOO_LARGE:
+            compiler.check(piece[0], piece[1], f"{piece[1]} needs too large an automaton")
+        else:
+            kept.append(piece)
+    return kept
+
+
+def _some_substring_valid(compiler: SchemaCompiler, text: str, checked: dict) -> bool:
+    """Whether a substring of ``text`` (shortest first, at most `MAX_FEASIBILITY_CHECKS`)
+    satisfies every checked keyword ``{(pointer, keyword): located sub-schema}``."""
+    import jsonschema
+
+    cls = jsonschema.validators.validator_for(compiler.schema, default=jsonschema.Draft202012Validator) \
+        if isinstance(compiler.schema, dict) else jsonschema.Draft202012Validator
+    subs = {}
+    for (_, kw), loc in checked.items():
+        if isinstance(loc.schema, dict) and kw in loc.schema:
+            subs[kw] = loc.schema[kw]
+    validator = cls(subs, format_checker=cls.FORMAT_CHECKER)
+    tried = 0
+    for length in range(len(text) + 1):
+        seen = set()
+        for i in range(len(text) - length + 1):
+            s = text[i:i + length]
+            if s in seen:
+                continue
+            seen.add(s)
+            if validator.is_valid(s):
+                return True
+            tried += 1
+            if tried >= MAX_FEASIBILITY_CHECKS:
+                return False
+    return False
+
+
+def _substrings_piece(compiler: SchemaCompiler, conj) -> tuple[Any, str, tuple[str, str]] | None:
+    """The piece (`SchemaCompiler._string_terminal`'s ``(part, keyword, regex)``) that
+    grounds a free string value of ``conj``, or None where it is not grounded (or
+    cannot be: then the fallback of the module docstring, note or `GroundingError`)."""
+    from constrained.automata.byte_dfa import compile_regex
+    from constrained.automata.substrings import substrings_regex
+
+    grounding = compiler.options.grounding
+    if grounding is None:
+        return None
+    said = annotation(conj)
+    if said is False or (said is None and not grounding.default):
+        return None
+    marker = substrings_regex(grounding.text)
+    try:
+        compile_regex(marker)
+    except CompileTimeoutError:
+        raise
+    except CompileLimitError as e:
+        unground(compiler, conj, said, f"the text is too long for a substring automaton ({e})")
+        return None
+    return (conj[0], KEYWORD, ("grounded", marker))
+
+
+def enum_strings(compiler: SchemaCompiler, conj, strings: list[str]) -> list[str]:
+    """The ``enum``/``const`` strings of ``conj`` a grounded value may take: those that
+    occur in the text where ``x-grounded: true`` says so (all where it does not)."""
+    grounding = compiler.options.grounding
+    if grounding is None or not strings or annotation(conj) is not True:
+        return strings
+    kept = [s for s in strings if s in grounding.text]
+    if not kept:
+        unground(compiler, conj, True, "no enum/const string occurs in the text")
+    return kept
+
+
+def unground(compiler: SchemaCompiler, conj, said: bool | None, why: str) -> None:
+    """The fallback where a value cannot be grounded: `GroundingError` for ``x-grounded:
+    true``, else a compile note (the value is compiled ungrounded)."""
+    pointer = conj[0].pointer
+    if said:
+        raise GroundingError(f"cannot ground the value: {why}", keyword=KEYWORD, pointer=pointer)
+    compiler.note(pointer, KEYWORD, f"not grounded: {why}; the value follows its schema only")
