@@ -110,6 +110,16 @@ class GrammarBuilder:
             self._rules.append(Rule(lhs, tuple(s for s in alt if s is not None)))
         return lhs
 
+    def adopt(self, terminals: Sequence[TerminalDef], rules: Sequence[Rule], ignore: Sequence[str] = ()) -> None:
+        """Add terminals, rules and ignored terminal names as they are (their names are reserved)."""
+        for t in terminals:
+            self._names.add(t.name)
+            self._terminals.append(t)
+        for r in rules:
+            self._names.add(r.lhs)
+            self._rules.append(r)
+        self._ignore.extend(ignore)
+
     def ignore(self, regex: str, hint: str = "IGNORED") -> None:
         """Let matches of ``regex`` appear between any two terminals of the whole grammar."""
         self._ignore.append(self.terminal(regex, hint=hint))

@@ -4,14 +4,38 @@ lark resolves ``%import``, templates, ``?rule``/``_rule`` inlining, EBNF operato
 and string/regex terminals; we read its compiled rules and terminal regexes.
 Inlining and aliases only shape lark's trees, never the language, so they need no
 translation.
+
+Two extensions (llguidance's spelling):
+
+* ``%json {...}`` where an expansion may stand (``args: %json {"type": "object"}``): a
+  JSON Schema, compiled with `Grammar.from_json_schema` and embedded; its value checks
+  apply to the bytes of that value alone (`constrained.grammar.compose.SectionChecks`).
+  lark's ``%ignore`` applies inside the value too (between its JSON tokens).
+* lark's ``common.lark`` terminals with look-around (``ESCAPED_STRING``,
+  ``_STRING_ESC_INNER``) are translated to their exact regular equivalents:
+  ``ESCAPED_STRING`` is what lark itself accepts, a quoted string whose quotes inside are
+  escaped, ``"(?:[^"\\\n]|\\[^\n])*"``.  Other look-around is refused with a
+  `RegexError` saying so.
 """
 
 from __future__ import annotations
 
+import json
 import re
+from typing import Any
 
-from constrained.errors import GrammarError, GrammarSyntaxError, UnsupportedGrammarError
+from constrained.errors import GrammarError, GrammarSyntaxError, RegexError, UnsupportedGrammarError
 from constrained.grammar.ir import Grammar, Rule, TerminalDef
+
+# lark's common.lark terminals with look-behind, as lark compiles them -> exact equivalents.
+# _STRING_ESC_INNER: text without a newline not ending in an odd run of backslashes;
+# ESCAPED_STRING: lark's first-match lexing stops at the first unescaped quote, so its
+# language is a quoted run of non-quote characters and escape pairs.
+_STRING_ESC_INNER = r".*?(?<!\\)(\\\\)*?"
+_STRING_ESC_INNER_EXACT = r"(?:(?:[^\n]*[^\\\n])?(?:\\\\)*)"
+_ESCAPED_STRING = '"' + _STRING_ESC_INNER + '"'
+_ESCAPED_STRING_EXACT = r'"(?:[^"\\\n]|\\[^\n])*"'
+_LOOKAROUND = re.compile(r"\(\?<?[=!]")
 
 _POSITION = re.compile(r"at line (\d+) column (\d+)")
 
@@ -57,13 +81,84 @@ def _lark_error(e: Exception, text: str, source: str) -> GrammarError:
     return GrammarSyntaxError(message, line=line, column=column, source=source)
 
 
-def grammar_from_lark(text: str, *, start: str = "start", source: str = "<lark>") -> Grammar:
-    """Compile lark EBNF text into the Grammar IR.
+_PLACEHOLDER = "_JSONSCHEMA{}"
+
+
+def _json_sections(text: str, source: str) -> tuple[str, list[tuple[str, Any, int, int]]]:
+    """``text`` with every ``%json {...}`` replaced by a placeholder terminal (defined at the
+    end), and the schemas: ``(placeholder, schema, line, column)``.  Lark strings, regexes and
+    comments are skipped."""
+    out: list[str] = []
+    sections: list[tuple[str, Any, int, int]] = []
+    decoder = json.JSONDecoder()
+    i, n, last = 0, len(text), 0
+    while i < n:
+        c = text[i]
+        if c == '"' or (c == "/" and not text.startswith("//", i)):
+            j = i + 1
+            while j < n and text[j] != c and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            i = j + 1
+            continue
+        if text.startswith("//", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+            continue
+        if text.startswith("%json", i) and not (i + 5 < n and (text[i + 5].isalnum() or text[i + 5] == "_")):
+            line = text.count("\n", 0, i) + 1
+            column = i - (text.rfind("\n", 0, i) + 1) + 1
+            j = i + 5
+            while j < n and text[j] in " \t":
+                j += 1
+            try:
+                schema, end = decoder.raw_decode(text, j)
+            except json.JSONDecodeError as e:
+                raise GrammarSyntaxError(f"%json must be followed by a JSON Schema: {e.msg}", line=line,
+                                         column=column, source=source) from None
+            if not isinstance(schema, (dict, bool)):
+                raise GrammarSyntaxError("%json must be followed by a JSON Schema (an object or a boolean)",
+                                         line=line, column=column, source=source)
+            name = _PLACEHOLDER.format(len(sections))
+            sections.append((name, schema, line, column))
+            out.append(text[last:i] + " " + name + " ")
+            i = last = end
+            continue
+        i += 1
+    if not sections:
+        return text, []
+    out.append(text[last:])
+    out.extend(f'\n{name}: "<%json {k}>"' for k, (name, _, _, _) in enumerate(sections))
+    return "".join(out) + "\n", sections
+
+
+def _terminal_regex(name: str, regex: str, text: str, source: str) -> str:
+    """``regex`` with lark's look-behind common terminals replaced by their exact equivalents;
+    `RegexError` for any other look-around."""
+    if _ESCAPED_STRING in regex:
+        regex = regex.replace(_ESCAPED_STRING, _ESCAPED_STRING_EXACT)
+    if _STRING_ESC_INNER in regex:
+        regex = regex.replace(_STRING_ESC_INNER, _STRING_ESC_INNER_EXACT)
+    m = _LOOKAROUND.search(regex)
+    if m:
+        from constrained.automata.regex_parser import _lookaround_message
+
+        kind = m.group()
+        raise RegexError(_lookaround_message("!" in kind, "<" in kind), pattern=regex, position=m.start(),
+                         terminal=name)
+    return regex
+
+
+def grammar_from_lark(text: str, *, start: str = "start", source: str = "<lark>", **schema_options: Any) -> Grammar:
+    """Compile lark EBNF text into the Grammar IR; ``%json {...}`` sections are compiled with
+    `Grammar.from_json_schema` (``schema_options``).
 
     Example:
         >>> g = grammar_from_lark('start: WORD ("," WORD)*\\n%import common.WORD')
         >>> sorted(t.name for t in g.terminals)
         ['COMMA', 'WORD']
+        >>> g = grammar_from_lark('start: "call " args\\nargs: %json {"type": "array", "uniqueItems": true}')
+        >>> type(g.checks).__name__
+        'SectionChecks'
     """
     try:
         from lark import Lark
@@ -72,34 +167,65 @@ def grammar_from_lark(text: str, *, start: str = "start", source: str = "<lark>"
         raise GrammarError("lark is required for lark grammars") from e
     if not isinstance(text, str):
         raise GrammarError(f"a lark grammar must be a str, not {type(text).__name__}", source=source)
+    original = text
+    text, sections = _json_sections(text, source)
     try:
         parser = Lark(text, parser="earley", lexer="dynamic_complete", start=start)
     except LarkError as e:
-        raise _lark_error(e, text, source) from None
+        raise _lark_error(e, original, source) from None
     except (ValueError, TypeError, KeyError, AttributeError, RecursionError, AssertionError, *_REGEX_ERRORS) as e:
         # re's and the regex module's errors: a terminal regex lark itself cannot compile
         raise GrammarSyntaxError(f"lark could not load the grammar: {e}", source=source) from None
     except OSError as e:                # %import of a grammar that does not exist
         raise GrammarSyntaxError(f"lark could not import a grammar: {e}", source=source) from None
 
+    placeholders = {name for name, _, _, _ in sections}
     terminals = []
     for t in parser.terminals:
+        if t.name in placeholders:
+            continue
         pattern = getattr(t, "pattern", None)
         if pattern is None:
-            line, column = _locate(text, t.name)
+            line, column = _locate(original, t.name)
             raise UnsupportedGrammarError(
                 f"terminal {t.name!r} has no definition (%declare needs a custom lexer)",
                 line=line, column=column, source=source)
-        terminals.append(TerminalDef(t.name, pattern.to_regexp()))
+        terminals.append(TerminalDef(t.name, _terminal_regex(t.name, pattern.to_regexp(), original, source)))
     used = {s.name for r in parser.rules for s in r.expansion if s.is_term} | set(parser.ignore_tokens)
-    declared = {t.name for t in terminals}
+    declared = {t.name for t in terminals} | placeholders
     for name in sorted(used - declared):
-        line, column = _locate(text, name)
+        line, column = _locate(original, name)
         raise UnsupportedGrammarError(f"terminal {name!r} has no definition (%declare needs a custom lexer)",
                                       line=line, column=column, source=source)
     rules = tuple(Rule(r.origin.name, tuple(s.name for s in r.expansion)) for r in parser.rules)
     try:
-        return Grammar(terminals=tuple(terminals), rules=rules, start=start,
-                       ignore=tuple(parser.ignore_tokens), source=source)
+        if not sections:
+            return Grammar(terminals=tuple(terminals), rules=rules, start=start,
+                           ignore=tuple(parser.ignore_tokens), source=source)
+        return _with_json_sections(terminals, rules, start, tuple(parser.ignore_tokens), sections, source,
+                                   schema_options)
     except GrammarError as e:
-        raise GrammarSyntaxError(e.message, source=source) from None
+        if not isinstance(e, (GrammarSyntaxError, UnsupportedGrammarError, RegexError)) and \
+                type(e) is GrammarError:
+            raise GrammarSyntaxError(e.message, source=source) from None
+        raise
+
+
+def _with_json_sections(terminals, rules, start, ignore, sections, source, schema_options) -> Grammar:
+    """The lark grammar with each ``%json`` placeholder replaced by its embedded schema grammar."""
+    from constrained.grammar.compose import GrammarBuilder
+
+    b = GrammarBuilder(source)
+    b.adopt(terminals, (), ignore)
+    starts = {}
+    for name, schema, line, column in sections:
+        from constrained.errors import SchemaError
+
+        try:
+            sub = Grammar.from_json_schema(schema, **schema_options)
+        except SchemaError as e:
+            e.args = (f"{e.args[0] if e.args else e} (in %json at line {line}, column {column} of {source})",)
+            raise
+        starts[name] = b.embed(sub, f"json{name[len('_JSONSCHEMA'):]}")
+    b.adopt((), [Rule(r.lhs, tuple(starts.get(s, s) for s in r.rhs)) for r in rules], ())
+    return b.build(start)
