@@ -236,7 +236,7 @@ class _Converter:
         if op is C.AT:
             raise self.error(f"anchor {av} is only supported at the start (^, \\A) or end ($, \\Z)")
         if op in (C.ASSERT, C.ASSERT_NOT):
-            raise self.error("look-around assertions are not regular")
+            raise self.error(_lookaround_message(op is C.ASSERT_NOT, av[0] < 0), _lookaround_position(self.pattern))
         if op in (C.GROUPREF, C.GROUPREF_EXISTS):
             raise self.error("back-references are not regular")
         name = str(op)
@@ -264,6 +264,18 @@ def parse_regex(pattern: str, *, terminal: str | None = None):
         return conv.convert(parsed, flags, top=True)
     except RecursionError:
         raise RegexError("regex too deeply nested", pattern=pattern, terminal=terminal) from None
+
+
+def _lookaround_message(negative: bool, behind: bool) -> str:
+    kind = ("(?<!...)" if negative else "(?<=...)") if behind else ("(?!...)" if negative else "(?=...)")
+    return (f"look-{'behind' if behind else 'ahead'} assertions such as {kind} are not supported (terminals "
+            "compile to automata that read bytes forwards, without assertions); write the terminal without it "
+            "(lark's common.ESCAPED_STRING is translated to its exact equivalent automatically)")
+
+
+def _lookaround_position(pattern: str) -> int | None:
+    found = [i for i in (pattern.find(s) for s in ("(?=", "(?!", "(?<=", "(?<!")) if i >= 0]
+    return min(found) if found else None
 
 
 def validate_regex(pattern: str, *, terminal: str | None = None) -> None:
