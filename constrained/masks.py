@@ -48,6 +48,24 @@ def pack_token_ids(ids: np.ndarray, vocab_size: int) -> np.ndarray:
     return packed.view(np.int32)
 
 
+def set_token_bits(row: np.ndarray, ids, allowed: bool = True) -> None:
+    """Set (``allowed``) or clear the bits of token ``ids`` in a packed int32 ``row``, in place.
+
+    Example:
+        >>> row = np.zeros(2, np.int32); set_token_bits(row, [0, 33]); row.tolist()
+        [1, 2]
+        >>> set_token_bits(row, [33], False); row.tolist()
+        [1, 0]
+    """
+    words = row.view(np.uint32)
+    for t in ids:
+        bit = np.uint32(1 << (int(t) & 31))
+        if allowed:
+            words[int(t) >> 5] |= bit
+        else:
+            words[int(t) >> 5] &= ~bit
+
+
 def unpack_mask(mask: np.ndarray, vocab_size: int) -> np.ndarray:
     """Packed int32 mask -> bool array of ``vocab_size`` entries (last axis)."""
     m = np.ascontiguousarray(mask, dtype=np.int32)

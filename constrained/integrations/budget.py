@@ -1,0 +1,90 @@
+"""`BudgetGuard`: a constrained output that is complete when its token budget runs out.
+
+A serving engine stops a request after ``max_tokens`` whatever the constraint says,
+so a small model looping inside a string returns truncated, invalid JSON.  The guard
+keeps one invariant from step to step: *the output so far has a completion that fits
+in the tokens left*.  Two means, both per request and per step:
+
+* `forced`: when the shortest completion (`Matcher.completion_tokens`) needs all the
+  tokens left (all but ``margin``), the guard plans it and forces its tokens one by
+  one (the mask allows that token only); the output then ends at the budget, complete;
+* `keeps_room`: a token the mask allows may still open more than the budget can
+  close (a ``,`` that starts a member whose key and value are long); a caller that
+  sees the logits checks its likeliest candidates with it and masks the ones that
+  would break the invariant (`constrained.integrations.vllm` does, for the argmax
+  under greedy decoding and for the top candidates under sampling).  A caller that
+  cannot (vLLM's structured-output backend sees no logits) sets a ``margin`` instead:
+  the plan starts while that many spare tokens remain, so only a token that opens
+  more than ``margin`` tokens of completion at once can still break the invariant.
+
+EOS is never forced: at the budget a complete output ends by the budget itself.
+
+Example:
+    >>> from constrained import Grammar, TokenVocabulary, compile_grammar
+    >>> vocab = TokenVocabulary.from_token_bytes([b"[", b"]", b"1", b",", b""], eos_ids=[4])
+    >>> m = compile_grammar(Grammar.from_lark('start: "[" "1" ("," "1")* "]"'), vocab, cache_dir=None).matcher()
+    >>> guard = BudgetGuard(max_tokens=4)
+    >>> m.advance(0), guard.forced(m), guard.keeps_room(m, 2)
+    (True, None, True)
+    >>> m.advance(2), guard.forced(m), guard.keeps_room(m, 3)    # 2 left: "," would need 3 more
+    (True, None, False)
+    >>> m.advance(3), guard.forced(m)                           # a caller without logits: forced to finish
+    (True, 2)
+"""
+
+from __future__ import annotations
+
+from constrained.decoding import _completes_within
+
+__all__ = ["BudgetGuard"]
+
+
+class BudgetGuard:
+    """Per-request budget state: ``max_tokens`` (None: no budget) and the finishing plan."""
+
+    __slots__ = ("max_tokens", "margin", "_plan", "_plan_base")
+
+    def __init__(self, max_tokens: int | None, *, margin: int = 0) -> None:
+        self.max_tokens = max_tokens
+        self.margin = margin
+        self._plan: tuple[int, ...] | None = None
+        self._plan_base = 0
+
+    def left(self, matcher) -> int | None:
+        """Tokens the request may still generate (None: unbounded)."""
+        if self.max_tokens is None:
+            return None
+        return self.max_tokens - len(matcher.tokens)
+
+    def forced(self, matcher) -> int | None:
+        """The token the output must continue with to finish within the budget, or None
+        (no need yet, no budget, or no completion known)."""
+        left = self.left(matcher)
+        if left is None or left <= 0 or matcher.is_terminated():
+            return None
+        tokens = matcher.tokens
+        if self._plan is not None:
+            done = len(tokens) - self._plan_base
+            if 0 <= done < len(self._plan) and tokens[self._plan_base:] == self._plan[:done]:
+                return self._plan[done]
+            self._plan = None                      # the output left the plan (rolled back, or finished)
+        if matcher.is_accepting():
+            return None
+        completion = matcher.completion_tokens()
+        if not completion or len(completion) + self.margin < left:
+            return None
+        self._plan, self._plan_base = tuple(completion), len(tokens)
+        return completion[0]
+
+    def keeps_room(self, matcher, token: int) -> bool:
+        """Whether the output still has a completion within the budget after ``token``
+        (EOS: whether the output is complete now)."""
+        left = self.left(matcher)
+        if token in matcher.compiled.eos_set:
+            return matcher.is_accepting()
+        if left is None:
+            return True
+        probe = matcher.fork()
+        if not probe.advance(token):
+            return False
+        return _completes_within(probe, left - 1)

@@ -1,0 +1,85 @@
+"""`GrammarCache`: compiled grammars of one vocabulary, shared by every request of a server.
+
+A serving engine sees the same schema again and again (one tool set, one response
+format per application).  The cache keys a `CompiledGrammar` by `ConstraintSpec.key`
+(kind, source and options), keeps the most recently used ``size`` of them, and also
+remembers failures, so a schema that timed out or was refused fails the next request
+at once instead of stalling the engine again.  Thread-safe: vLLM compiles grammars
+on a thread pool.
+
+Example:
+    >>> from constrained import TokenVocabulary
+    >>> from constrained.integrations.spec import ConstraintSpec
+    >>> vocab = TokenVocabulary.from_token_bytes([b"a", b"b", b""], eos_ids=[2])
+    >>> cache = GrammarCache(vocab, cache_dir=None)
+    >>> spec = ConstraintSpec.from_request({"regex": "a+b"})
+    >>> cache.get(spec) is cache.get(spec), cache.stats()
+    (True, {'hits': 1, 'misses': 1, 'failures': 0, 'size': 1})
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+from constrained.integrations.spec import ConstraintSpec
+
+__all__ = ["DEFAULT_CACHE_SIZE", "GrammarCache"]
+
+#: Compiled grammars kept per vocabulary (least recently used dropped first).
+DEFAULT_CACHE_SIZE = 256
+
+_DEFAULT: Any = object()
+
+
+class GrammarCache:
+    """`get(spec)` -> the spec's `CompiledGrammar` for ``vocab``, compiled once."""
+
+    def __init__(self, vocab, *, size: int = DEFAULT_CACHE_SIZE, cache_dir: str | Path | None = _DEFAULT) -> None:
+        self.vocab = vocab
+        self.size = size
+        self._cache_dir = cache_dir
+        self._entries: OrderedDict[str, Any] = OrderedDict()   # key -> CompiledGrammar or the exception
+        self._lock = threading.Lock()
+        self._hits = self._misses = self._failures = 0
+
+    def get(self, spec: ConstraintSpec):
+        """The compiled grammar, or the spec's compile error raised again (a typed
+        `ConstrainedError`: bad schema, compile limit or timeout)."""
+        key = spec.key
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is not None:
+                self._entries.move_to_end(key)
+                self._hits += 1
+        if hit is None:
+            hit = self._compile(spec)
+            with self._lock:
+                self._misses += 1
+                self._entries[key] = hit
+                self._entries.move_to_end(key)
+                while len(self._entries) > self.size:
+                    self._entries.popitem(last=False)
+        if isinstance(hit, BaseException):
+            raise hit
+        return hit
+
+    def _compile(self, spec: ConstraintSpec):
+        from constrained.engine.compiled import compile_grammar
+        from constrained.errors import ConstrainedError
+
+        kwargs = {} if self._cache_dir is _DEFAULT else {"cache_dir": self._cache_dir}
+        try:
+            return compile_grammar(spec.grammar(), self.vocab, timeout=spec.timeout, **kwargs)
+        except ConstrainedError as e:
+            with self._lock:
+                self._failures += 1
+            return e
+
+    def stats(self) -> dict[str, int]:
+        """Hits, misses, failures (compiles that raised) and entries held."""
+        with self._lock:
+            return {"hits": self._hits, "misses": self._misses, "failures": self._failures,
+                    "size": len(self._entries)}
