@@ -176,11 +176,12 @@ class Grammar:
 
     # ----------------------------------------------------------------- front ends
     @classmethod
-    def from_lark(cls, text: str, *, start: str = "start", source: str = "<lark>") -> "Grammar":
-        """Load lark EBNF with lark's own loader (imports, templates, %ignore)."""
+    def from_lark(cls, text: str, *, start: str = "start", source: str = "<lark>", **schema_options) -> "Grammar":
+        """Load lark EBNF with lark's own loader (imports, templates, %ignore); ``%json {...}``
+        sections are JSON Schemas compiled with ``schema_options``."""
         from constrained.grammar.lark_frontend import grammar_from_lark
 
-        return grammar_from_lark(text, start=start, source=source)
+        return grammar_from_lark(text, start=start, source=source, **schema_options)
 
     @classmethod
     def from_gbnf(cls, text: str, *, start: str = "root", source: str = "<gbnf>") -> "Grammar":
