@@ -103,10 +103,10 @@ def normalise_tools(tools: Sequence[Mapping]) -> list[Tool]:
         path = f"tools[{i}]"
         if not isinstance(t, Mapping):
             raise StructuralTagError(f"a tool must be an object, got {type(t).__name__}", path=path)
+        if t.get("type", "function") != "function":
+            raise StructuralTagError(f"only function tools are supported, not {t.get('type')!r}",
+                                     path=f"{path}.type")
         if "function" in t:
-            if t.get("type", "function") != "function":
-                raise StructuralTagError(f"only function tools are supported, not {t.get('type')!r}",
-                                         path=f"{path}.type")
             t, path = t["function"], f"{path}.function"
             if not isinstance(t, Mapping):
                 raise StructuralTagError("'function' must be an object", path=path)

@@ -16,6 +16,7 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
     ("asap_refinement.py", ["6"], "trie saved and restored"),
     ("smc_extraction.py", ["4"], "SMC output:"),
     ("predicate_arithmetic.py", ["24"], "predicate checks"),
+    ("tool_call.py", [], "tool calls: [('get_"),
 ])
 def test_example_runs(script, argv, expect, monkeypatch, capsys) -> None:
     from constrained.tokenizers import default_model_gguf
