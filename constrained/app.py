@@ -369,7 +369,7 @@ def _validated(json_schema, pydantic_class, output: str) -> Any:
 def generate(prompt: str, *, grammar: Any = None, regex: str | None = None, json_schema: Any = None,
              sampler=None, model=None, instructions: str | None = None, max_tokens: int = 256,
              seed: int | None = None, progress: bool = False, speculative=None, tools: list | None = None,
-             tool_choice: Any = "auto", tool_format: str = "hermes", **tool_options: Any) -> "str | ToolCallResult":
+             tool_choice: Any = "auto", tool_format: str = "hermes", **tool_options: Any) -> str | ToolCallResult:
     """Text for ``prompt`` that follows exactly one of ``grammar`` (a `Grammar`, lark text or
     a grammar file path), ``regex`` or ``json_schema``.  ``progress`` shows a token bar on
     a terminal; ``speculative`` as in `extract`.  Raises `GenerationError` if the budget
