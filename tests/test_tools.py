@@ -14,7 +14,13 @@ import pytest
 import constrained
 from constrained import Grammar, TokenVocabulary, compile_grammar, unpack_mask
 from constrained.errors import GenerationError, StructuralTagError
-from constrained.tools import FORMATS, ToolCallResult, normalise_tools, parse_tool_calls, tools_structural_tag
+from constrained.tools import (
+    FORMATS,
+    ToolCallResult,
+    normalise_tools,
+    parse_tool_calls,
+    tools_structural_tag,
+)
 
 WEATHER = {"type": "object", "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]}},
            "required": ["city"]}

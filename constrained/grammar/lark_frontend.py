@@ -24,7 +24,12 @@ import json
 import re
 from typing import Any
 
-from constrained.errors import GrammarError, GrammarSyntaxError, RegexError, UnsupportedGrammarError
+from constrained.errors import (
+    GrammarError,
+    GrammarSyntaxError,
+    RegexError,
+    UnsupportedGrammarError,
+)
 from constrained.grammar.ir import Grammar, Rule, TerminalDef
 
 # lark's common.lark terminals with look-behind, as lark compiles them -> exact equivalents.
@@ -131,7 +136,7 @@ def _json_sections(text: str, source: str) -> tuple[str, list[tuple[str, Any, in
     return "".join(out) + "\n", sections
 
 
-def _terminal_regex(name: str, regex: str, text: str, source: str) -> str:
+def _terminal_regex(name: str, regex: str) -> str:
     """``regex`` with lark's look-behind common terminals replaced by their exact equivalents;
     `RegexError` for any other look-around."""
     if _ESCAPED_STRING in regex:
@@ -190,7 +195,7 @@ def grammar_from_lark(text: str, *, start: str = "start", source: str = "<lark>"
             raise UnsupportedGrammarError(
                 f"terminal {t.name!r} has no definition (%declare needs a custom lexer)",
                 line=line, column=column, source=source)
-        terminals.append(TerminalDef(t.name, _terminal_regex(t.name, pattern.to_regexp(), original, source)))
+        terminals.append(TerminalDef(t.name, _terminal_regex(t.name, pattern.to_regexp())))
     used = {s.name for r in parser.rules for s in r.expansion if s.is_term} | set(parser.ignore_tokens)
     declared = {t.name for t in terminals} | placeholders
     for name in sorted(used - declared):
@@ -205,10 +210,9 @@ def grammar_from_lark(text: str, *, start: str = "start", source: str = "<lark>"
         return _with_json_sections(terminals, rules, start, tuple(parser.ignore_tokens), sections, source,
                                    schema_options)
     except GrammarError as e:
-        if not isinstance(e, (GrammarSyntaxError, UnsupportedGrammarError, RegexError)) and \
-                type(e) is GrammarError:
+        if type(e) is GrammarError:       # the IR's own checks (a name used twice, ...)
             raise GrammarSyntaxError(e.message, source=source) from None
-        raise
+        raise                             # a %json schema's error, typed and located
 
 
 def _with_json_sections(terminals, rules, start, ignore, sections, source, schema_options) -> Grammar:

@@ -49,7 +49,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from constrained.errors import ConstrainedError, GrammarError, StructuralTagError
+from constrained.errors import GrammarError, StructuralTagError
 from constrained.grammar.compose import GrammarBuilder
 from constrained.grammar.ir import Grammar
 
@@ -308,10 +308,5 @@ def grammar_from_structural_tag(spec: Mapping | str, **schema_options: Any) -> G
         raise StructuralTagError(f"a structural tag must be an object, got {type(spec).__name__}")
     fmt = _normalise(spec, "$") if spec.get("type") == "structural_tag" or "structures" in spec else spec
     c = _Compiler(schema_options)
-    try:
-        top = c.compile(fmt, "$.format" if "format" in spec else "$")
-    except StructuralTagError:
-        raise
-    except ConstrainedError:
-        raise
+    top = c.compile(fmt, "$.format" if "format" in spec else "$")
     return c.b.build(c.b.rule("start", [(top,)]))
