@@ -93,6 +93,8 @@ def _json_sections(text: str, source: str) -> tuple[str, list[tuple[str, Any, in
     """``text`` with every ``%json {...}`` replaced by a placeholder terminal (defined at the
     end), and the schemas: ``(placeholder, schema, line, column)``.  Lark strings, regexes and
     comments are skipped."""
+    if "%json" not in text:
+        return text, []
     out: list[str] = []
     sections: list[tuple[str, Any, int, int]] = []
     decoder = json.JSONDecoder()
