@@ -404,3 +404,18 @@ def test_other_look_around_is_refused_saying_so() -> None:
     with pytest.raises(RegexError, match="look-ahead"):
         Grammar.from_regex("a(?!b)")
     assert not re.search("not regular", str(e.value))
+
+
+def test_alternative_schemas_are_one_value_with_their_anyof_checks() -> None:
+    """``%json{A} | %json{B}`` (and an ``or`` of schemas) reads one value: a value valid for
+    either branch is accepted although the other branch's checks refuse it."""
+    a = {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}
+    b = {"type": "array", "items": {"type": "integer"}, "contains": {"const": 3}}
+    vocab = TokenVocabulary.from_token_bytes([bytes([c]) for c in range(256)] + [b""], eos_ids=[256])
+    lark = Grammar.from_lark(f"start: v \";\"\nv: %json {json.dumps(a)}\n | %json {json.dumps(b)}")
+    tree = Grammar.from_structural_tag(_fmt({"type": "or", "elements": [
+        {"type": "json_schema", "json_schema": a}, {"type": "json_schema", "json_schema": b}]}))
+    for g, end in ((lark, b";"), (tree, b"")):
+        cg = compile_grammar(g, vocab, cache_dir=None)
+        assert cg.accepts_bytes(b"[1,2]" + end) and cg.accepts_bytes(b"[3,3]" + end)
+        assert not cg.accepts_bytes(b"[1,1]" + end)

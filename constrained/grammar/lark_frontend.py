@@ -221,6 +221,29 @@ def _with_json_sections(terminals, rules, start, ignore, sections, source, schem
     """The lark grammar with each ``%json`` placeholder replaced by its embedded schema grammar."""
     from constrained.grammar.compose import GrammarBuilder
 
+    from constrained.grammar.structural_tag import mergeable_schema
+
+    # a rule whose alternatives are several bare %json sections: one section of their anyOf
+    # (apart, each schema's checks would apply to a value the other alternative may be reading)
+    sections = list(sections)
+    schema_of = {name: schema for name, schema, _, _ in sections}
+    by_lhs: dict[str, list[str]] = {}
+    for r in rules:
+        if len(r.rhs) == 1 and r.rhs[0] in schema_of and mergeable_schema(schema_of[r.rhs[0]]):
+            by_lhs.setdefault(r.lhs, []).append(r.rhs[0])
+    merged_rules = list(rules)
+    for lhs, names in by_lhs.items():
+        if len(set(names)) < 2:
+            continue
+        name = _PLACEHOLDER.format(len(sections))
+        first = next(s for s in sections if s[0] == names[0])
+        sections.append((name, {"anyOf": [schema_of[n] for n in dict.fromkeys(names)]}, first[2], first[3]))
+        merged_rules = [r for r in merged_rules if not (r.lhs == lhs and len(r.rhs) == 1 and r.rhs[0] in names)]
+        merged_rules.append(Rule(lhs, (name,)))
+    used = {s for r in merged_rules for s in r.rhs}
+    sections = [s for s in sections if s[0] in used]
+    rules = merged_rules
+
     b = GrammarBuilder(source)
     b.adopt(terminals, (), ignore)
     starts = {}

@@ -130,6 +130,7 @@ class _Compiler:
             elements = self._list(fmt.get("elements"), f"{path}.elements")
             if not elements:
                 raise StructuralTagError("'or' needs at least one element", path=f"{path}.elements")
+            elements = _merged_schemas(elements)
             return b.rule("or", [(self.compile(e, f"{path}.elements[{i}]", end),) for i, e in enumerate(elements)])
         if kind == "tag":
             return b.rule("tag_end", [(self._tag(fmt, path), tail)])
@@ -258,6 +259,30 @@ class _Compiler:
         more = b.fresh("separated_more")
         b._rules.extend([_rule(more, (one,)), _rule(more, (more, b.literal(sep), one))])
         return b.rule("separated", [(more,)] + ([] if at_least_one else [()]))
+
+
+def mergeable_schema(schema: Any) -> bool:
+    """Whether ``schema`` can become an ``anyOf`` branch as it is: no references, ids or
+    draft of its own (those read the document root, which the merge moves)."""
+    if isinstance(schema, bool):
+        return True
+    text = json.dumps(schema)
+    return isinstance(schema, dict) and not any(k in text for k in ('"$ref"', '"$id"', '"$schema"', '"$anchor"',
+                                                                     '"$dynamicRef"', '"$recursiveRef"'))
+
+
+def _merged_schemas(elements: list) -> list:
+    """``or`` elements with every JSON Schema element merged into one ``anyOf``: alternative
+    schemas reading the same bytes are one value with one set of checks (apart, each
+    schema's checks would apply to a value the other branch may be parsing)."""
+    schemas = [e for e in elements if isinstance(e, Mapping) and e.get("type") == "json_schema"
+               and mergeable_schema(e.get("json_schema", e.get("schema", True)))]
+    if len(schemas) < 2:
+        return elements
+    merged = {"type": "json_schema",
+              "json_schema": {"anyOf": [e.get("json_schema", e.get("schema", True)) for e in schemas]}}
+    out = [e for e in elements if not any(e is s for s in schemas)]
+    return [merged] + out
 
 
 def _rule(lhs: str, rhs: tuple):
