@@ -220,7 +220,6 @@ def grammar_from_lark(text: str, *, start: str = "start", source: str = "<lark>"
 def _with_json_sections(terminals, rules, start, ignore, sections, source, schema_options) -> Grammar:
     """The lark grammar with each ``%json`` placeholder replaced by its embedded schema grammar."""
     from constrained.grammar.compose import GrammarBuilder
-
     from constrained.grammar.structural_tag import mergeable_schema
 
     # a rule whose alternatives are several bare %json sections: one section of their anyOf
