@@ -340,6 +340,15 @@ def test_malformed_specs_name_the_path(spec, path) -> None:
     assert e.value.path == path
 
 
+def test_vllm_spellings_without_a_type() -> None:
+    """vLLM's ``structural_tag`` sampling parameter is the JSON of ``{"structures", "triggers"}``
+    (no ``type``); a bare ``{"format": ...}`` is read too."""
+    legacy = json.dumps({"structures": [{"begin": "<a>", "schema": {"type": "integer"}, "end": "</a>"}],
+                         "triggers": ["<a>"]})
+    assert _accepts(legacy, "x<a>1</a>") and not _accepts(legacy, "x<a>y</a>")
+    assert _accepts({"format": {"type": "const_string", "value": "ok"}}, "ok")
+
+
 def test_not_json_is_a_typed_error() -> None:
     with pytest.raises(StructuralTagError, match="not JSON"):
         Grammar.from_structural_tag("{nope")

@@ -331,7 +331,8 @@ def grammar_from_structural_tag(spec: Mapping | str, **schema_options: Any) -> G
             raise StructuralTagError(f"the structural tag is not JSON: {e}") from None
     if not isinstance(spec, Mapping):
         raise StructuralTagError(f"a structural tag must be an object, got {type(spec).__name__}")
-    fmt = _normalise(spec, "$") if spec.get("type") == "structural_tag" or "structures" in spec else spec
+    top_level = spec.get("type") in ("structural_tag", None) and ("structures" in spec or "format" in spec)
+    fmt = _normalise(spec, "$") if top_level or spec.get("type") == "structural_tag" else spec
     c = _Compiler(schema_options)
     top = c.compile(fmt, "$.format" if "format" in spec else "$")
     return c.b.build(c.b.rule("start", [(top,)]))
