@@ -733,3 +733,55 @@ def test_trim_and_minimize_of_random_automata_equal_the_reference(seed: int, n: 
     got = byte_dfa._minimize(trimmed, accepting, byte_class)
     want = _reference_minimize(np.ascontiguousarray(trimmed[:, byte_class]), accepting)
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+
+
+# ---------------------------------------------------------------------------- finite regexes as tries
+
+from constrained.automata.regex_parser import finite_items  # noqa: E402
+
+_KEY_CHARS = st.sampled_from(list('ab/"\\- _{}[]()|*.+?^$\x00\x1f\x7fé\u2028😀'))
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(text=st.text(_KEY_CHARS, max_size=10))
+def test_key_literal_chains_equal_the_reference(text: str) -> None:
+    """A JSON key in every escape spelling is built as a chain of tries (`_chain_dfa`, no
+    NFA), and its regex a character at a time (`_json_literal_regex`): the very tables of
+    the reference construction of the whole literal's regex."""
+    from constrained.json_schema.compiler import _json_literal_regex, _literal_regex
+    from constrained.json_schema.json_string import json_string_regex
+
+    regex = _json_literal_regex(text)
+    assert regex == json_string_regex(_literal_regex(text))
+    assert byte_dfa._chain_dfa(regex, 20_000) is not None
+    got = compile_regex.__wrapped__(regex)
+    want = _reference_regex(regex)
+    assert got.transitions.tobytes() == want[0].tobytes() and got.accepting.tobytes() == want[1].tobytes()
+
+
+@pytest.mark.parametrize("regex, items", [
+    (r'"(?:a|\\u0061)[Bb]"', [{'"'}, {"a", "\\u0061"}, {"B", "b"}, {'"'}]),
+    ("ab|c", [{"ab", "c"}]),
+    (r"\x41\u00e9\U0001f600\-", [{"A"}, {"é"}, {"😀"}, {"-"}]),
+    ("", []),
+])
+def test_finite_items_reads_the_quantifier_free_subset(regex: str, items) -> None:
+    assert finite_items(regex) == items
+
+
+@pytest.mark.parametrize("regex", ["a+", "a?", "a{2}", r"\d", r"\n", "[^a]", "[a-]", "(a)", "(?i)a", "a|(?=b)",
+                                   ".", "^a", "a$", "[a&&b]", "\\é", "\ud800"])
+def test_finite_items_leaves_everything_else_to_the_full_parser(regex: str) -> None:
+    assert finite_items(regex) is None
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(parts=st.lists(st.lists(st.text(st.sampled_from("ab\u00e9\U0001f600"), min_size=0, max_size=3),
+                               min_size=1, max_size=3), max_size=4))
+def test_finite_regexes_equal_the_reference(parts) -> None:
+    """Any sequence of alternations of literals (prefix-free or not: the trie route takes
+    the prefix-free ones, the NFA route the rest) gives the reference tables."""
+    regex = "".join("(?:" + "|".join(re.escape(w) for w in alts) + ")" for alts in parts)
+    got = compile_regex.__wrapped__(regex)
+    want = _reference_regex(regex)
+    assert got.transitions.tobytes() == want[0].tobytes() and got.accepting.tobytes() == want[1].tobytes()

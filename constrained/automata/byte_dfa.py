@@ -34,7 +34,7 @@ from itertools import pairwise
 
 import numpy as np
 
-from constrained.automata.regex_parser import literal_alternatives, parse_regex, size_estimate
+from constrained.automata.regex_parser import finite_items, literal_alternatives, parse_regex, size_estimate, split_items
 from constrained.automata.utf8 import utf8_sequences
 from constrained.deadline import check_deadline
 from constrained.errors import CompileLimitError, RegexError
@@ -521,6 +521,9 @@ def compile_regex(regex: str, *, terminal: str | None = None, max_states: int = 
     if words is not None:
         table, accepting = _finite_dfa(words, 8 * max_states, terminal)
         return _finished(regex, table, accepting)
+    chain = _chain_dfa(regex, max_states) if 40 * len(regex) <= max_nfa_states else None
+    if chain is not None:
+        return _finished(regex, *chain)
     ast = parse_regex(regex, terminal=terminal)
     if size_estimate(ast) > max_nfa_states:
         raise CompileLimitError("regex automaton too large (bounded repetitions)", limit="max_nfa_states",
@@ -550,6 +553,115 @@ def _literal_words(regex: str) -> list[bytes] | None:
         return sorted({text.encode("utf-8") for text in strings})
     except UnicodeEncodeError:
         return None
+
+
+def _chain_dfa(regex: str, max_states: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The minimal DFA of a quantifier-free regex whose items (`finite_items`) are each a
+    prefix-free set of byte strings, e.g. a key literal in every JSON escape spelling
+    (``"(?:a|\\\\u0061)..."``): None for any other regex (the NFA route builds it).
+
+    Each item is a trie from the state before it, whose leaves all go to one state after
+    it (prefix-free: no leaf is also an inner node, so this is deterministic); the
+    automaton is acyclic, so merging states of equal (finality, transitions) in reverse
+    topological order makes it minimal (Revuz), and every state reaches acceptance.
+    Equal to the NFA route's automaton (same language, so same minimal canonical DFA).
+    Limits as on that route: its subset construction reaches one subset per trie node at
+    most (a prefix inside an item determines the NFA states), so a trie within
+    ``max_states`` never exceeds it there; a larger one is left to that route, which
+    raises the error.  (The caller leaves regexes whose NFA could exceed
+    ``max_nfa_states`` to that route too: at most ~6 NFA states per regex character.)"""
+    pieces = split_items(regex)
+    if pieces is None:
+        return None
+    edges: list[dict[int, int]] = [{}]
+    for piece in pieces:
+        shape = _item_trie(piece)
+        if shape is None:
+            return None
+        inner, steps = shape
+        if not steps:                      # the empty string
+            continue
+        start = len(edges) - 1
+        after = start + inner + 1          # the item's trie nodes, then the state after it
+        edges.extend({} for _ in range(inner + 1))
+        for parent, byte, child in steps:
+            edges[start + parent][byte] = after if child < 0 else start + child
+        if len(edges) + 1 > max_states:    # (+ the dead state)
+            return None                    # the NFA route decides (and raises the limit error)
+    # every edge goes forward (children and the state after an item are made after their
+    # parents): reverse creation order is a reverse topological order
+    n = len(edges)
+    final = n - 1
+    canon = list(range(n))
+    register: dict[tuple, int] = {}
+    for s in range(n - 1, -1, -1):         # successors first
+        out = edges[s]
+        sig = (s == final, tuple(sorted([(b, canon[t]) for b, t in out.items()])) if len(out) > 1
+               else tuple((b, canon[t]) for b, t in out.items()))
+        canon[s] = register.setdefault(sig, s)
+    # canonical numbering (as `_minimize` gives it): breadth-first from the start, each
+    # state's targets in byte order; dead 0, start 1
+    number = {canon[0]: START}
+    queue = [canon[0]]
+    rows: list[int] = []
+    columns: list[int] = []
+    targets: list[int] = []
+    for s in queue:                        # grows while it is read
+        row = number[s]
+        for byte, t in sorted(edges[s].items()):
+            t = canon[t]
+            k = number.get(t)
+            if k is None:
+                k = number[t] = len(queue) + 1
+                queue.append(t)
+            rows.append(row)
+            columns.append(byte)
+            targets.append(k)
+    table = np.zeros((len(queue) + 1, 256), np.int32)
+    table[rows, columns] = targets
+    accepting = np.zeros(len(queue) + 1, bool)
+    accepting[number[canon[final]]] = True
+    return table, accepting
+
+
+@functools.lru_cache(maxsize=16384)
+def _item_trie(piece: str) -> tuple[int, tuple[tuple[int, int, int], ...]] | None:
+    """The trie of one item of `_chain_dfa` (a regex piece from `split_items`), memoised:
+    ``(inner, steps)``, steps ``(parent, byte, child)`` with node 0 the item's start, 1 to
+    ``inner`` its inner nodes (each made after its parent) and child -1 the state after
+    the item; ``steps`` empty for the empty string.  None unless the piece's strings are
+    finite (`finite_items`), encodable and prefix-free."""
+    items = finite_items(piece)
+    if items is None:
+        return None
+    strings = {""}
+    for item in items:                     # a piece is one item, but read it as a sequence anyway
+        strings = {a + b for a in strings for b in item}
+        if len(strings) > 256:
+            return None
+    try:
+        words = sorted({w.encode("utf-8") for w in strings})
+    except UnicodeEncodeError:
+        return None
+    if not words:
+        return None
+    if words == [b""]:
+        return 0, ()
+    if not words[0] or any(b.startswith(a) for a, b in pairwise(words)):
+        return None                        # not prefix-free (or the empty string beside others)
+    children: list[dict[int, int]] = [{}]
+    steps: list[tuple[int, int, int]] = []
+    for w in words:
+        node = 0
+        for byte in w[:-1]:
+            nxt = children[node].get(byte)
+            if nxt is None:
+                nxt = children[node][byte] = len(children)
+                children.append({})
+                steps.append((node, byte, nxt))
+            node = nxt
+        steps.append((node, w[-1], -1))
+    return len(children) - 1, tuple(steps)
 
 
 def _finite_dfa(words: list[bytes], max_states: int, terminal: str | None) -> tuple[np.ndarray, np.ndarray]:

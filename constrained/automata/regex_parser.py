@@ -344,3 +344,205 @@ def literal_alternatives(pattern: str) -> list[str] | None:
         return None
     return ["" if piece.group() == "(?:)" else _LITERAL_ESCAPE.sub(_unescape, piece.group())
             for piece in re.finditer(rf"\(\?:\)|{_LITERAL_CHAR}+", body)]
+
+
+_SPECIAL = frozenset(".^$*+?{}[]\\|()")
+_HEX_ESCAPES = {"x": 2, "u": 4, "U": 8}
+_FINITE_MAX_STRINGS = 256     # alternatives one item of `finite_items` may expand to
+
+
+class _NotFinite(Exception):
+    pass
+
+
+class _FiniteParser:
+    """Recursive descent over the quantifier-free subset of Python regex syntax that
+    `finite_items` reads: literal characters, escapes of non-alphanumerics, ``\\xHH``
+    ``\\uHHHH`` ``\\UHHHHHHHH``, classes of literal characters and ranges (no negation),
+    ``(?:...)`` groups and ``|``.  Anything else raises `_NotFinite`."""
+
+    def __init__(self, pattern: str) -> None:
+        self.p = pattern
+        self.i = 0
+
+    def char(self) -> str:
+        p, i = self.p, self.i
+        c = p[i]
+        if c == "\\":
+            if i + 1 >= len(p):
+                raise _NotFinite
+            e = p[i + 1]
+            width = _HEX_ESCAPES.get(e)
+            if width is not None:
+                digits = p[i + 2:i + 2 + width]
+                if len(digits) != width or not all(d in "0123456789abcdefABCDEF" for d in digits):
+                    raise _NotFinite
+                self.i = i + 2 + width
+                cp = int(digits, 16)
+                if cp > MAX_CODE_POINT:
+                    raise _NotFinite
+                c = chr(cp)
+            elif not e.isascii() or e.isalnum():
+                raise _NotFinite            # \d, \w, \n, \1, \A, ...: the full parser decides
+            else:
+                self.i = i + 2
+                c = e
+        elif c in _SPECIAL:
+            raise _NotFinite
+        else:
+            self.i = i + 1
+        if 0xD800 <= ord(c) <= 0xDFFF:
+            raise _NotFinite                # lone surrogates match nothing: the full route
+        return c
+
+    def alternation(self) -> set[str]:
+        out = self.sequence()
+        while self.i < len(self.p) and self.p[self.i] == "|":
+            self.i += 1
+            out |= self.sequence()
+            if len(out) > _FINITE_MAX_STRINGS:
+                raise _NotFinite
+        return out
+
+    def sequence(self) -> set[str]:
+        out = {""}
+        for item in self.items(stop=True):
+            out = {a + b for a in out for b in item}
+            if len(out) > _FINITE_MAX_STRINGS:
+                raise _NotFinite
+        return out
+
+    def items(self, *, stop: bool):
+        p = self.p
+        while self.i < len(p):
+            c = p[self.i]
+            if c == "|" or c == ")":
+                if not stop:
+                    raise _NotFinite
+                return
+            if c == "(":
+                if not p.startswith("(?:", self.i):
+                    raise _NotFinite
+                self.i += 3
+                inner = self.alternation()
+                if self.i >= len(p) or p[self.i] != ")":
+                    raise _NotFinite
+                self.i += 1
+                yield inner
+            elif c == "[":
+                yield self.char_class()
+            else:
+                yield {self.char()}
+            if self.i < len(p) and p[self.i] in "*+?{":
+                raise _NotFinite
+
+    def char_class(self) -> set[str]:
+        p = self.p
+        self.i += 1
+        if self.i >= len(p) or p[self.i] in "^]":
+            raise _NotFinite
+        out: set[str] = set()
+        while self.i < len(p) and p[self.i] != "]":
+            if p[self.i] in "[-&|~" or p.startswith("--", self.i):
+                raise _NotFinite            # set operations, nesting, edge dashes: the full parser
+            lo = self.char()
+            if self.i < len(p) and p[self.i] == "-":
+                self.i += 1
+                if self.i >= len(p) or p[self.i] in "]-[":
+                    raise _NotFinite
+                hi = self.char()
+                if ord(hi) < ord(lo) or ord(hi) - ord(lo) >= _FINITE_MAX_STRINGS or \
+                        (ord(lo) <= 0xDFFF and ord(hi) >= 0xD800):
+                    raise _NotFinite
+                out.update(chr(cp) for cp in range(ord(lo), ord(hi) + 1))
+            else:
+                out.add(lo)
+            if len(out) > _FINITE_MAX_STRINGS:
+                raise _NotFinite
+        if self.i >= len(p):
+            raise _NotFinite
+        self.i += 1
+        return out
+
+
+def finite_items(pattern: str) -> list[set[str]] | None:
+    """A quantifier-free regex as a sequence of finite string sets (its language is their
+    concatenation), or None when ``pattern`` uses anything outside that subset, or an
+    item would expand to more than 256 strings.
+
+    The subset: literal characters, escaped non-alphanumerics (``re.escape``'s output),
+    ``\\xHH``/``\\uHHHH``/``\\UHHHHHHHH``, classes of literal characters and ranges,
+    ``(?:...)`` groups and ``|`` (a top-level alternation is one item); no flags, no
+    quantifiers.  A JSON string literal in every escape spelling (a schema's key) is
+    one such regex, which `constrained.automata.byte_dfa` builds as a chain of small
+    tries without parsing it with ``re`` or building an NFA.
+
+    Example:
+        >>> finite_items(r'"(?:a|\\\\u0061)[Bb]"')
+        [{'"'}, {'a', '\\\\u0061'}, {'B', 'b'}, {'"'}]
+        >>> finite_items("a+") is None, finite_items(r"\\d") is None
+        (True, True)
+    """
+    parser = _FiniteParser(pattern)
+    try:
+        items = list(parser.items(stop=True))
+        if parser.i < len(pattern):        # a top-level alternation: one item of its strings
+            parser.i = 0
+            items = [parser.alternation()]
+            if parser.i < len(pattern):
+                return None
+    except (_NotFinite, IndexError):
+        return None
+    return items
+
+
+def split_items(pattern: str) -> list[str] | None:
+    """``pattern`` cut into its top-level items (a character, an escape, a class, a
+    ``(?:...)`` group), or None where it has a top-level ``|``, a quantifier or anything
+    that does not split cleanly.  Concatenating the items gives back ``pattern``, so the
+    language is the concatenation of the items' languages: callers read each item on its
+    own (`finite_items` of it) and memoise per item, as the same items (one character's
+    JSON spellings) recur across regexes."""
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "(":
+            depth, j = 0, i
+            while j < n:
+                d = pattern[j]
+                if d == "\\":
+                    j += 2
+                    continue
+                if d == "[":
+                    j += 1
+                    while j < n and pattern[j] != "]":
+                        j += 2 if pattern[j] == "\\" else 1
+                elif d == "(":
+                    depth += 1
+                elif d == ")":
+                    depth -= 1
+                    if depth == 0:
+                        break
+                j += 1
+            if j >= n:
+                return None
+            j += 1
+        elif c == "[":
+            j = i + 1
+            while j < n and pattern[j] != "]":
+                j += 2 if pattern[j] == "\\" else 1
+            if j >= n:
+                return None
+            j += 1
+        elif c == "\\":
+            j = i + 2 + _HEX_ESCAPES.get(pattern[i + 1:i + 2], 0)
+        elif c in _SPECIAL:
+            return None
+        else:
+            j = i + 1
+        if j < n and pattern[j] in "*+?{":
+            return None
+        out.append(pattern[i:j])
+        i = j
+    return out

@@ -38,7 +38,7 @@ class CrossingSet:
     ``uid`` is unique per vocabulary's sets (the memo key for parser-dependent results).
     """
 
-    __slots__ = ("uid", "toks", "offs", "_owner", "_first", "_by_first", "_scans", "_first_bytes")
+    __slots__ = ("uid", "toks", "offs", "_owner", "_first", "_by_first", "_scans", "_first_bytes", "first_mask")
 
     def __init__(self, uid: int, toks: np.ndarray, offs: np.ndarray, owner: "CrossingSets") -> None:
         self.uid = uid
@@ -49,6 +49,9 @@ class CrossingSet:
         self._by_first = None           # (order, bounds): candidates grouped by first byte (large sets)
         self._scans: dict[str, tuple[np.ndarray | None, CrossingSet | None]] = {}
         self._first_bytes = None
+        # the first bytes as an int bitmask (bit b for byte b): tested against a lexeme's or a
+        # node's start bytes in the crossing walk, where a numpy AND would cost more than the test
+        self.first_mask = _bitmask(np.unique(self._first))
 
     def __len__(self) -> int:
         return len(self.toks)
@@ -106,6 +109,19 @@ class CrossingSet:
             _, first = np.unique(key, return_index=True)
             child = owner.intern_set(ctoks[first], coffs[first])
         return live, child
+
+
+def _bitmask(byte_values: np.ndarray) -> int:
+    """The int with bit ``b`` set for each byte value ``b`` of ``byte_values``."""
+    mask = 0
+    for b in byte_values.tolist():
+        mask |= 1 << b
+    return mask
+
+
+def byte_mask(allowed: np.ndarray) -> int:
+    """A bool[256] byte set as an int bitmask (bit ``b`` set iff ``allowed[b]``)."""
+    return int.from_bytes(np.packbits(allowed, bitorder="little").tobytes(), "little")
 
 
 class CrossingSets:

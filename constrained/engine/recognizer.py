@@ -31,7 +31,7 @@ import numpy as np
 
 from constrained.automata.byte_dfa import START
 from constrained.engine.earley import EarleyParser, NeedsContext
-from constrained.engine.crossing import CrossingSet, CrossingSets
+from constrained.engine.crossing import CrossingSet, CrossingSets, byte_mask
 from constrained.engine.terminal_automata import Field, TerminalAutomata
 from constrained.engine.token_tables import TokenTables
 
@@ -77,6 +77,8 @@ class Recognizer:
         self._sparse_max = max(16, self.nbytes // 16)
         self._dense_masks: dict[int, np.ndarray] = {}   # the last materialised state masks (LRU)
         self._start_bytes_memo: dict[int, np.ndarray] = {}
+        self._start_mask_memo: dict[int, int] = {}      # node -> its start bytes as an int bitmask
+        self._lex_start_mask: dict[int, int] = {}       # lexeme -> the bytes its DFA can start with
         self._lock = threading.Lock()
         self._states: list[frozenset[Config]] = [frozenset()]
         self._state_ids: dict[frozenset[Config], int] = {frozenset(): DEAD_STATE}
@@ -270,18 +272,32 @@ class Recognizer:
 
     def _crossing_bits_exact(self, node: int, cset: CrossingSet) -> Bits | None:
         parts = []
+        first = cset.first_mask
+        lex_start = self._lex_start_mask
         for lx in self.start_lexemes(node):
+            starts = lex_start.get(lx)
+            if starts is None:
+                starts = lex_start[lx] = byte_mask(self.transitions[lx][START] != 0)
+            if not starts & first:      # the lexeme starts with no remainder's first byte
+                continue
             live, child = cset.scan(self.dfas[lx])
             if live is not None:
-                parts.append(((live,), None) if live.dtype == np.uint8 else ((), live))
+                parts.append(((live,), None) if live.itemsize == 1 else ((), live))
             if child is not None:
                 after = self.after_lexeme(node, lx)
                 # no remainder starts with a byte that can start a lexeme there: nothing to walk
-                if (child.first_bytes & self._start_bytes(after)).any():
+                if child.first_mask & self._start_mask(after):
                     sub = self.crossing_bits(after, child)
                     if sub is not None:
                         parts.append(sub)
         return self._union(parts)
+
+    def _start_mask(self, node: int) -> int:
+        """`_start_bytes` of ``node`` as an int bitmask (bit ``b`` for byte ``b``)."""
+        hit = self._start_mask_memo.get(node)
+        if hit is None:
+            hit = self._start_mask_memo[node] = byte_mask(self._start_bytes(node))
+        return hit
 
     def _start_bytes(self, node: int) -> np.ndarray:
         """Bool[256]: the bytes that can start a lexeme at a boundary in ``node``."""

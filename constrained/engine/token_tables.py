@@ -35,6 +35,13 @@ TABLE_FORMAT = 1
 # a state reading fewer distinct bytes visits few trie nodes: its table is computed, not
 # looked up by residual language (whose digest walks the DFA and would cost more)
 SHARE_MIN_LIVE_BYTES = 32
+# ... and one whose residual automaton is larger or deeper than this is not looked up
+# either: the walk would cost about as much as the table (a string of up to 255
+# characters has a residual of thousands of states per position, none of which recurs
+# in another terminal), while the residuals worth sharing (a string body, an escape)
+# are a few states deep
+SHARE_MAX_RESIDUAL = 256
+SHARE_MAX_DEPTH = 24
 
 
 def default_cache_dir() -> Path:
@@ -115,7 +122,10 @@ class TokenTables:
         if table is None and np.count_nonzero(dfa.transitions[state]) < SHARE_MIN_LIVE_BYTES:
             table = per[state] = self._compute(dfa, state)   # cheap: few tokens to scan
         if table is None:
-            key = residual_digest(dfa, state)
+            key = residual_digest(dfa, state, max_states=SHARE_MAX_RESIDUAL, max_depth=SHARE_MAX_DEPTH)
+            if key is None:            # a long residual (a counted string): its own table
+                table = per[state] = self._compute(dfa, state)
+                return table
             table = self._by_residual.get(key)
             if table is None:
                 table = self._by_residual[key] = self._compute(dfa, state)
@@ -237,9 +247,12 @@ class TokenTables:
             pass  # a read-only or full cache directory only costs recomputation
 
 
-def residual_digest(dfa: ByteDFA, state: int, successors: list[list[int]] | None = None) -> str:
+def residual_digest(dfa: ByteDFA, state: int, successors: list[list[int]] | None = None, *,
+                    max_states: int | None = None, max_depth: int | None = None) -> str | None:
     """The identity of the language accepted from ``state`` (a canonical numbering of
     the states reachable from it; equal for equal residual languages of minimal DFAs).
+    None when more than ``max_states`` states are reachable from ``state`` or the
+    breadth-first walk has more than ``max_depth`` levels (the level-by-level walk only).
 
     The numbering is breadth first, each state's successors in the order of the first
     byte leading there.  ``successors`` (`successor_lists` of ``dfa``) walks it state by
@@ -256,13 +269,18 @@ def residual_digest(dfa: ByteDFA, state: int, successors: list[list[int]] | None
                 if s not in number:
                     number[s] = len(order) + 1
                     order.append(s)
+        if max_states is not None and len(order) > max_states:
+            return None
         order = np.asarray(order, dtype=np.int64)
     else:
         seen = np.zeros(dfa.num_states, dtype=bool)
         seen[0] = seen[state] = True
         frontier = np.array([state], dtype=np.int64)
         levels = [frontier]
+        reached = 1
         while frontier.size:
+            if max_depth is not None and len(levels) > max_depth:
+                return None
             # the next level: states first reached from this one, in the order of their first
             # occurrence in the rows (row by row, byte by byte), as the queue would append them
             vals, first = np.unique(table[frontier].reshape(-1), return_index=True)
@@ -270,6 +288,9 @@ def residual_digest(dfa: ByteDFA, state: int, successors: list[list[int]] | None
             frontier = vals[new][np.argsort(first[new], kind="stable")].astype(np.int64)
             seen[frontier] = True
             levels.append(frontier)
+            reached += frontier.size
+            if max_states is not None and reached > max_states:
+                return None
         order = np.concatenate(levels)
     renumber = np.zeros(dfa.num_states, dtype=np.int32)
     renumber[order] = np.arange(1, len(order) + 1, dtype=np.int32)

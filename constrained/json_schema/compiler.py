@@ -33,6 +33,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sys
@@ -64,9 +65,9 @@ from constrained.json_schema.conjunction import (
     root_part,
     tuple_length,
 )
-from constrained.json_schema.ecma_regex import pattern_search_regex
+from constrained.json_schema.ecma_regex import pattern_search_regex, regex_from_ast
 from constrained.json_schema.formats import FORMAT_REGEXES
-from constrained.json_schema.json_string import json_string_regex, length_bounded_any_string
+from constrained.json_schema.json_string import encoded_chars_ast, json_string_regex, length_bounded_any_string
 from constrained.json_schema.keywords import ANNOTATIONS
 from constrained.json_schema.numbers import decimal_range_regex, integer_bounds, integer_range_regex
 from constrained.json_schema.options import JsonSchemaOptions, OptionError
@@ -566,7 +567,7 @@ class SchemaCompiler:
         (only ``json.dumps``' spelling when ``canonical``)."""
         if canonical or self.options.fixed_strings == "canonical":
             return self.b.term(_literal_regex(json.dumps(text, ensure_ascii=False)), hint)
-        return self.b.term(json_string_regex(_literal_regex(text)), hint)
+        return self.b.term(_json_literal_regex(text), hint)
 
     def _value_symbols(self, value: Any) -> tuple[str, ...]:
         """Symbols spelling exactly the JSON value ``value`` (object keys in the given order)."""
@@ -1121,6 +1122,27 @@ def _float_safe_bound(bound: Any, exclusive: bool, *, upward: bool):
     from decimal import Decimal
 
     return Decimal(repr(f))  # type: ignore[return-value]
+
+
+@functools.lru_cache(maxsize=8192)
+def _encoded_char_regex(cp: int) -> str:
+    """Every JSON spelling of the character ``cp`` as one regex item (a group if it has
+    alternatives): `json_string.encoded_chars_ast`, printed."""
+    ast = encoded_chars_ast(((cp, cp),))
+    text = regex_from_ast(ast)
+    return f"(?:{text})" if ast[0] == "alt" else text
+
+
+@functools.lru_cache(maxsize=8192)
+def _json_literal_regex(text: str) -> str:
+    """``json_string_regex(_literal_regex(text))`` (the JSON string ``text`` in every
+    escape spelling), a character at a time: keys recur across schemas and each
+    character's spellings are printed once, instead of parsing and re-encoding the
+    whole literal.  The result's items are finite sets, which
+    `constrained.automata.byte_dfa` builds as a chain of tries."""
+    if not text or any(0xD800 <= ord(c) <= 0xDFFF for c in text):
+        return json_string_regex(_literal_regex(text))      # lone surrogates: no spelling at all
+    return '"' + "".join(map(_encoded_char_regex, map(ord, text))) + '"'
 
 
 def _literal_regex(text: str) -> str:
