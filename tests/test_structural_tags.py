@@ -29,18 +29,21 @@ from constrained.testing.reference import Reference
 
 CONTAINS3 = {"type": "array", "items": {"type": "integer"}, "contains": {"const": 3}}
 TRIPLE = {"type": "integer", "multipleOf": 3}
+NOT_NO = {"type": "string", "not": {"enum": ["no", "x"]}}
 POINT = {"type": "object", "properties": {"x": {"type": "integer"}, "tags": {"type": "array", "uniqueItems": True}},
          "required": ["x"], "additionalProperties": False}
 LEGACY = {"type": "structural_tag", "triggers": ["<f="],
           "structures": [{"begin": "<f=a>", "schema": CONTAINS3, "end": "</f>"},
                          {"begin": "<f=b>", "schema": TRIPLE, "end": "</f>"},
-                         {"begin": "<f=p>", "schema": POINT, "end": "</f>"}]}
-SCHEMAS = {"<f=a>": CONTAINS3, "<f=b>": TRIPLE, "<f=p>": POINT}
+                         {"begin": "<f=p>", "schema": POINT, "end": "</f>"},
+                         {"begin": "<f=s>", "schema": NOT_NO, "end": "</f>"}]}
+SCHEMAS = {"<f=a>": CONTAINS3, "<f=b>": TRIPLE, "<f=p>": POINT, "<f=s>": NOT_NO}
 OPTIONS = {"whitespace": "compact"}
 
 EXTRA_TOKENS = [b"<f=", b"<f=a>", b"<f=b>", b"<f=p>", b"</f>", b"</", b"f>", b"]</f>", b"3]", b"[3", b"12",
                 b"<f", b"=a", b"x<", b"hi ", b"{\"x\":", b"\"x\"", b"},", b"1,", b"</think>", b"<think>",
-                b"<tool_call>", b"</tool_call>", b"\n{\"", b"\": ", b"\"}", b"\\\"", b"ab", b"9<"]
+                b"<tool_call>", b"</tool_call>", b"\n{\"", b"\": ", b"\"}", b"\\\"", b"ab", b"9<",
+                b"<f=s>", b'"no"', b'"x"<', b'"no"</f>', b'o"', b'"n', b"3</f><f=b>6<"]
 
 
 @pytest.fixture(scope="module")
@@ -97,12 +100,12 @@ def oracle(text: str, *, prefix: bool = False) -> bool:
 ACCEPT = [
     "", "hello", "a <f", "a <f:", "<f=a>[3]</f>", "x<f=a>[1,3]</f>y", "<f=b>9</f>", "<f=b>-12</f> and <f=b>0</f>",
     '<f=p>{"x":1}</f>', '<f=p>{"x":1,"tags":[1,"1"]}</f>', "<<f=a>[3]</f>", "f=a><f=a>[3,3]</f>",
-    "<f=a>[3]</f><f=b>3</f>", "t</f>ext",
+    "<f=a>[3]</f><f=b>3</f>", "t</f>ext", '<f=s>"nox"</f>', '<f=s>""</f>',
 ]
 REFUSE = [
     "<f=", "a <f=", "<f=c>[3]</f>", "<f=a>[1]</f>", "<f=a>[]</f>", "<f=b>10</f>", "<f=b>9 </f>", "<f=a> [3]</f>",
     '<f=p>{"x":1,"tags":[1,1]}</f>', '<f=p>{"y":1}</f>', "<f=a>[3]", "<f=a>[3]</f><f=", "x<f=a>[3]</f",
-    '<f=p>{"x":"1"}</f>', "<f=a>[3]</g>",
+    '<f=p>{"x":"1"}</f>', "<f=a>[3]</g>", '<f=s>"no"</f>', '<f=s>"x"</f>', '<f=s>"\\u0078"</f>',
 ]
 
 
@@ -127,7 +130,7 @@ def _random_text(rng: random.Random) -> str:
         else:
             begin = rng.choice(list(SCHEMAS) + ["<f=c>"])
             value = rng.choice(["[3]", "[1,2]", "[3,3]", "9", "10", "-3", '{"x":1}', '{"x":1,"tags":[2,2]}',
-                                '{"x":2,"tags":[]}', "[", "3 ", ""])
+                                '{"x":2,"tags":[]}', "[", "3 ", "", '"no"', '"ok"', '"x'])
             parts.append(begin + value + rng.choice(["</f>", "</f>", "</", ""]))
     return "".join(parts)
 
@@ -227,7 +230,7 @@ def _checked_walk_states(compiled, rng: random.Random, walks: int, max_tokens: i
             if not allowed:
                 break
             # lean towards closing brackets, digits and tags so values complete often
-            good = [t for t in allowed if compiled.vocab.token_bytes[t][:1] in (b"]", b"}", b"<", b"3", b"9")]
+            good = [t for t in allowed if compiled.vocab.token_bytes[t][:1] in (b"]", b"}", b"<", b"3", b"9", b'"')]
             t = rng.choice(good if good and rng.random() < 0.5 else allowed)
             assert m.advance(t)
             text += compiled.vocab.token_bytes[t]

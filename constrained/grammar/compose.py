@@ -76,7 +76,7 @@ class GrammarBuilder:
         self._by_regex: dict[tuple, str] = {}
         self._rules: list[Rule] = []
         self._names: set[str] = set()
-        self._sections: list[tuple[frozenset[str], Any, bool]] = []   # (terminals, checks, scalar root)
+        self._sections: list[tuple[frozenset[str], Any, bytes]] = []   # (terminals, checks, root's scalar first bytes)
         self._ignore: list[str] = []
 
     def fresh(self, hint: str) -> str:
@@ -150,7 +150,7 @@ class GrammarBuilder:
                     self._sections.append((frozenset(names[n] for n in terms), inner, scalar))
             elif hasattr(checks, "value_ok") and hasattr(checks, "root"):
                 self._sections.append((frozenset(names[t.name] for t in grammar.terminals), checks,
-                                       _may_be_scalar(grammar)))
+                                       _scalar_first_bytes(grammar)))
             else:
                 raise UnsupportedGrammarError(f"cannot embed a grammar with value checks of type "
                                               f"{type(checks).__name__}", source=grammar.source)
@@ -166,15 +166,16 @@ class GrammarBuilder:
         return replace(plain, checks=SectionChecks(plain, self._sections))
 
 
-def _may_be_scalar(grammar: Grammar) -> bool:
-    """Whether a JSON grammar's value may start with a byte other than ``{`` or ``[``."""
+def _scalar_first_bytes(grammar: Grammar) -> bytes:
+    """The bytes other than ``{`` and ``[`` a JSON grammar's value may start with (those of a
+    bare scalar or string; empty when its root is always a container)."""
     from constrained.engine.compiled import compile_grammar
 
     rec = compile_grammar(replace(grammar, checks=None), _byte_vocab(), cache_dir=None,
                           lazy_terminals=True, timeout=None).recognizer
     first = rec.next_bytes(rec.initial).copy()
     first[[0x7B, 0x5B]] = False
-    return bool(first.any())
+    return bytes(np.flatnonzero(first).tolist())
 
 
 _BYTE_VOCAB = None
@@ -187,6 +188,47 @@ def _byte_vocab():
 
         _BYTE_VOCAB = TokenVocabulary.from_token_bytes([bytes([b]) for b in range(256)] + [b""], eos_ids=[256])
     return _BYTE_VOCAB
+
+
+_CONTAINING: dict[tuple[str, bytes], np.ndarray] = {}
+
+
+def _containing(vocab, chars: bytes) -> np.ndarray:
+    """Bool per token: whether its bytes include one of ``chars`` (memoised per vocabulary)."""
+    key = (vocab.content_hash(), chars)
+    hit = _CONTAINING.get(key)
+    if hit is None:
+        mat = vocab.byte_matrix
+        hit = np.isin(mat, np.frombuffer(chars, dtype=np.uint8)).any(axis=1) if mat.size else \
+            np.zeros(len(vocab), bool)
+        if len(_CONTAINING) > 64:
+            _CONTAINING.clear()
+        _CONTAINING[key] = hit
+    return hit
+
+
+_WHOLE: dict[tuple[str, bytes], np.ndarray] = {}
+
+
+def _whole_root_values(vocab, first: bytes) -> np.ndarray:
+    """Bool per token: whether it may hold a whole root scalar or string and the byte after it
+    (where the validation happens): a byte of ``first`` that is not its last (memoised)."""
+    key = (vocab.content_hash(), first)
+    hit = _WHOLE.get(key)
+    if hit is None:
+        mat, lengths = vocab.byte_matrix, vocab.lengths
+        if not mat.size:
+            hit = np.zeros(len(vocab), bool)
+        else:
+            cols = np.arange(mat.shape[1])
+            real = cols[None, :] < lengths[:, None]
+            starts = np.isin(mat, np.frombuffer(first, dtype=np.uint8)) & real
+            first_start = np.where(starts.any(axis=1), starts.argmax(axis=1), mat.shape[1])
+            hit = first_start < lengths - 1
+        if len(_WHOLE) > 64:
+            _WHOLE.clear()
+        _WHOLE[key] = hit
+    return hit
 
 
 def _slice(text: bytes, data: bytes, start: int, end: int) -> bytes:
@@ -207,14 +249,17 @@ class SectionChecks:
     validated when they end).
     """
 
-    def __init__(self, grammar: Grammar, sections: Sequence[tuple[frozenset[str], Any, bool]]) -> None:
+    def __init__(self, grammar: Grammar, sections: Sequence[tuple[frozenset[str], Any, bytes]]) -> None:
         self.grammar = grammar if grammar.checks is None else replace(grammar, checks=None)
         self.sections = tuple(sections)
-        self._root_checked = tuple(inner.root is not None and scalar for _, inner, scalar in self.sections)
+        self._root_checked = tuple(inner.root is not None and bool(first) for _, inner, first in self.sections)
+        self._root_first = b"".join(sorted({bytes([c]) for k, (_, _, first) in enumerate(self.sections)
+                                            if self._root_checked[k] for c in first}))
         self._lock = threading.Lock()
         self._rec = None
         self._lexeme_section: list[int] = []
         self._memo: dict[int, tuple[int, ...]] = {}
+        self._vetoed: dict[tuple, np.ndarray] = {}
         digest = hashlib.sha256(self.grammar.content_hash().encode())
         for terms, inner, scalar in self.sections:
             digest.update(repr((sorted(terms), inner.content_hash(), scalar)).encode())
@@ -344,23 +389,53 @@ class SectionChecks:
         return True
 
     def candidates(self, state: tuple, mask: np.ndarray, vocab, key=None) -> np.ndarray:
-        """Tokens of ``mask`` that may complete a checked value in some section: the union
-        of each section's own candidates; every token of ``mask`` while a section's checked
-        root scalar or string is open, or could be (its whole value then fits in a token)."""
-        _, per = state
-        parts = []
-        for k, (terms, inner, _) in enumerate(self.sections):
-            if self._root_checked[k]:
-                from constrained.masks import allowed_token_ids
+        """Tokens of ``mask`` that may complete a checked value in some section (a superset of
+        those `step` refuses): each section's own candidates (containers closing).  Where a
+        section's *root* value may be a checked scalar or string (validated when it ends,
+        possibly inside the token that begins it), also: while such a scalar is open, every
+        token; while such a string is open, the tokens with a quote; while any other value is
+        open, the tokens with a closing bracket or quote (a token must leave that value first);
+        with nothing open, the tokens a step actually refuses, found once per shadow state
+        and memoised (in free text the same few states recur)."""
+        from constrained.masks import allowed_token_ids
 
+        sid, per = state
+        parts = [inner.candidates(per[k][0], mask, vocab, None)    # no memo key: an inner checks
+                 for k, (_, inner, _) in enumerate(self.sections)]  # object may serve other grammars
+        if any(self._root_checked):
+            root_open = [(e[2], e[3]) for e, c in zip(per, self._root_checked) if c and (e[3] >= 0 or e[2] != OUT)]
+            if any(mode == OUT for mode, _ in root_open):            # a root scalar
                 return allowed_token_ids(mask, len(vocab))
-            # no memo key: an inner checks object may serve several compiled grammars,
-            # whose state ids differ
-            parts.append(inner.candidates(per[k][0], mask, vocab, None))
+            allowed = None
+            if root_open:                                            # a root string
+                allowed = allowed_token_ids(mask, len(vocab))
+                parts.append(allowed[_containing(vocab, b'"')[allowed]])
+            if any(e[0][0] or e[0][1] != OUT for e in per):
+                allowed = allowed_token_ids(mask, len(vocab)) if allowed is None else allowed
+                parts.append(allowed[_containing(vocab, b'"]}')[allowed]])
+            elif not root_open:
+                parts.append(self._vetoed_here(state, mask, vocab))
         parts = [p for p in parts if p.size]
         if not parts:
             return np.zeros(0, dtype=np.int64)
         return parts[0] if len(parts) == 1 else np.unique(np.concatenate(parts))
+
+    def _vetoed_here(self, state: tuple, mask: np.ndarray, vocab) -> np.ndarray:
+        """With no value open in any section: the tokens of ``mask`` that `step` refuses (their
+        verdicts read only their own bytes), memoised per (shadow state, section states)."""
+        from constrained.masks import allowed_token_ids
+
+        memo_key = (state, vocab.content_hash())
+        hit = self._vetoed.get(memo_key)
+        if hit is None:
+            tb = vocab.token_bytes
+            allowed = allowed_token_ids(mask, len(vocab))
+            allowed = allowed[_whole_root_values(vocab, self._root_first)[allowed]]
+            hit = np.asarray([t for t in allowed.tolist() if self.step(state, b"", tb[t]) is None], dtype=np.int64)
+            if len(self._vetoed) > 4096:
+                self._vetoed.clear()
+            self._vetoed[memo_key] = hit
+        return hit
 
     def witnesses(self) -> tuple[bytes, ...]:
         out: dict[bytes, None] = {}
