@@ -399,7 +399,7 @@ class SectionChecks:
         and memoised (in free text the same few states recur)."""
         from constrained.masks import allowed_token_ids
 
-        sid, per = state
+        _, per = state
         parts = [inner.candidates(per[k][0], mask, vocab, None)    # no memo key: an inner checks
                  for k, (_, inner, _) in enumerate(self.sections)]  # object may serve other grammars
         if any(self._root_checked):
