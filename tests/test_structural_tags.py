@@ -431,3 +431,41 @@ def test_alternative_schemas_are_one_value_with_their_anyof_checks() -> None:
         cg = compile_grammar(g, vocab, cache_dir=None)
         assert cg.accepts_bytes(b"[1,2]" + end) and cg.accepts_bytes(b"[3,3]" + end)
         assert not cg.accepts_bytes(b"[1,1]" + end)
+
+
+def test_deep_and_unreadable_specs_are_typed_errors() -> None:
+    fmt: dict = {"type": "const_string", "value": "x"}
+    for _ in range(3000):
+        fmt = {"type": "sequence", "elements": [fmt]}
+    with pytest.raises(StructuralTagError, match="nested more than"):
+        Grammar.from_structural_tag({"type": "structural_tag", "format": fmt})
+    with pytest.raises(StructuralTagError, match="nests too deep"):
+        Grammar.from_structural_tag("[" * 100_000)
+
+
+def test_full_vocabulary_masks_are_the_byte_level_definition(smollm2_vocab) -> None:
+    """SmolLM2's whole vocabulary on a tool-call output: at each state the fast mask equals
+    the tokens whose bytes the recognizer can read (the engine's definition of a mask), and
+    the checked mask equals that minus the tokens the checks refuse."""
+    tools = [{"name": "a", "parameters": CONTAINS3}, {"name": "p", "parameters": POINT}]
+    cg = compile_grammar(Grammar.from_tools(tools, reasoning=True), smollm2_vocab, cache_dir=None)
+    rec, tb = cg.recognizer, smollm2_vocab.token_bytes
+    checks = cg.grammar.checks
+    text = ('<think>ok</think>\nSure: <tool_call>\n{"name": "a", "arguments": [1, 3]}\n</tool_call>\n'
+            '<tool_call>\n{"name": "p", "arguments": {"x": 2, "tags": ["u", "v"]}}\n</tool_call> done')
+    ids = smollm2_vocab.encode(text)
+    m = cg.matcher()
+    rng = random.Random(1)
+    probe = set(rng.sample(range(len(ids)), 6)) | {len(ids) - 1}
+    eos = set(smollm2_vocab.eos_ids)
+    for i, t in enumerate(ids):
+        if i in probe:
+            state, cstate = m.state_id, m._cstates[-1]
+            got = set(np.flatnonzero(unpack_mask(m.mask(), len(smollm2_vocab))).tolist())
+            want = {u for u in range(len(tb)) if tb[u] and rec.feed(state, tb[u]) != 0
+                    and checks.step(cstate, m.text, tb[u]) is not None}
+            if m.is_accepting():
+                want |= eos
+            assert got == want, (b"".join(tb[u] for u in ids[:i]), sorted(got ^ want)[:8])
+        assert m.advance(t)
+    assert m.is_accepting()

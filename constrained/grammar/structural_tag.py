@@ -54,6 +54,7 @@ from constrained.grammar.compose import GrammarBuilder
 from constrained.grammar.ir import Grammar
 
 SOURCE = "<structural tag>"
+MAX_FORMAT_DEPTH = 64       # nested formats (each level is a path component)
 _ANY = "(?s:.*)"
 
 
@@ -94,6 +95,8 @@ class _Compiler:
     def compile(self, fmt: Any, path: str, end: str = "") -> str:
         """A nonterminal for ``fmt`` followed by the literal ``end`` (the end of an
         enclosing tag, which an ``any_text`` content must not contain before it)."""
+        if path.count(".") > MAX_FORMAT_DEPTH:
+            raise StructuralTagError(f"formats nested more than {MAX_FORMAT_DEPTH} levels deep", path=path)
         if not isinstance(fmt, Mapping):
             raise StructuralTagError(f"a format must be an object, got {type(fmt).__name__}", path=path)
         kind = fmt.get("type")
@@ -327,8 +330,10 @@ def grammar_from_structural_tag(spec: Mapping | str, **schema_options: Any) -> G
     if isinstance(spec, (str, bytes)):
         try:
             spec = json.loads(spec)
-        except json.JSONDecodeError as e:
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise StructuralTagError(f"the structural tag is not JSON: {e}") from None
+        except RecursionError:
+            raise StructuralTagError("the structural tag's JSON nests too deep to read") from None
     if not isinstance(spec, Mapping):
         raise StructuralTagError(f"a structural tag must be an object, got {type(spec).__name__}")
     top_level = spec.get("type") in ("structural_tag", None) and ("structures" in spec or "format" in spec)
