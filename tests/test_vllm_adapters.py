@@ -337,6 +337,27 @@ def test_backend_replays_speculative_call_sequence(backend):
     assert not g.is_terminated() and g.matcher.tokens == ()
 
 
+def test_plan_is_dropped_when_a_rolled_back_draft_is_replaced():
+    """Speculative decoding: a plan made after a draft token must not survive when the
+    draft is rolled back and another token takes its place (seen in vLLM: the stale
+    plan's tokens were forced and then refused)."""
+    cg = compile_grammar(Grammar.from_json_schema(SCHEMA, whitespace="compact"), VOCAB, cache_dir=None)
+    m = cg.matcher()
+    m.advance_many(VOCAB.encode('{"name":"'))
+    backslash, x = VOCAB.encode("\\")[0], VOCAB.encode("x")[0]
+    m.advance(backslash)                                 # the draft: an escape, completed by \"" + ...
+    guard = BudgetGuard(len(m.tokens) + len(m.completion_tokens()))
+    assert guard.forced(m) is not None                   # a plan after the draft
+    m.rollback(1)
+    m.advance(x)                                         # the model's own token instead
+    while len(m.tokens) < guard.max_tokens and not m.is_accepting():
+        f = guard.forced(m)
+        if f is None:                                    # free to choose: any token that keeps room
+            f = next(t for t in range(len(PIECES)) if t != EOS and m.allows(t) and guard.keeps_room(m, t))
+        assert m.advance(f), "a forced token was refused"
+    assert m.is_accepting()
+
+
 def test_backend_stop_ids_only_when_complete(backend):
     g = backend.compile_grammar(SimpleNamespace(name="REGEX"), "[0-9]+", stop_token_ids={STOP, EOS})
     bitmask = backend.allocate_token_bitmask(1)

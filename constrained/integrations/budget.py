@@ -34,27 +34,42 @@ Example:
 
 from __future__ import annotations
 
-from constrained.decoding import _completes_within
+from collections import OrderedDict
 
 __all__ = ["BudgetGuard"]
 
+_MEMO = 32      # completions remembered per request (speculative decoding revisits its states)
+
 
 class BudgetGuard:
-    """Per-request budget state: ``max_tokens`` (None: no budget) and the finishing plan."""
+    """Per-request budget state: ``max_tokens`` (None: no budget), the finishing plan
+    (the whole output it leads to, so a rolled-back or diverged output never follows a
+    stale plan) and the completions of recently seen outputs."""
 
-    __slots__ = ("max_tokens", "margin", "_plan", "_plan_base")
+    __slots__ = ("max_tokens", "margin", "_target", "_memo")
 
     def __init__(self, max_tokens: int | None, *, margin: int = 0) -> None:
         self.max_tokens = max_tokens
         self.margin = margin
-        self._plan: tuple[int, ...] | None = None
-        self._plan_base = 0
+        self._target: tuple[int, ...] | None = None
+        self._memo: OrderedDict[tuple[int, ...], tuple[int, ...] | None] = OrderedDict()
 
     def left(self, matcher) -> int | None:
         """Tokens the request may still generate (None: unbounded)."""
         if self.max_tokens is None:
             return None
         return self.max_tokens - len(matcher.tokens)
+
+    def _completion(self, matcher, tokens: tuple[int, ...]) -> tuple[int, ...] | None:
+        if tokens in self._memo:
+            self._memo.move_to_end(tokens)
+            return self._memo[tokens]
+        found = matcher.completion_tokens()
+        completion = None if found is None else tuple(found)
+        self._memo[tokens] = completion
+        while len(self._memo) > _MEMO:
+            self._memo.popitem(last=False)
+        return completion
 
     def forced(self, matcher) -> int | None:
         """The token the output must continue with to finish within the budget, or None
@@ -63,17 +78,17 @@ class BudgetGuard:
         if left is None or left <= 0 or matcher.is_terminated():
             return None
         tokens = matcher.tokens
-        if self._plan is not None:
-            done = len(tokens) - self._plan_base
-            if 0 <= done < len(self._plan) and tokens[self._plan_base:] == self._plan[:done]:
-                return self._plan[done]
-            self._plan = None                      # the output left the plan (rolled back, or finished)
+        target = self._target
+        if target is not None:
+            if len(tokens) < len(target) and target[:len(tokens)] == tokens:
+                return target[len(tokens)]
+            self._target = None                    # the output left the plan (rolled back, or diverged)
         if matcher.is_accepting():
             return None
-        completion = matcher.completion_tokens()
+        completion = self._completion(matcher, tokens)
         if not completion or len(completion) + self.margin < left:
             return None
-        self._plan, self._plan_base = tuple(completion), len(tokens)
+        self._target = tokens + completion
         return completion[0]
 
     def keeps_room(self, matcher, token: int) -> bool:
@@ -87,4 +102,5 @@ class BudgetGuard:
         probe = matcher.fork()
         if not probe.advance(token):
             return False
-        return _completes_within(probe, left - 1)
+        completion = self._completion(probe, matcher.tokens + (token,))
+        return completion is not None and len(completion) <= left - 1
