@@ -176,7 +176,8 @@ class Grammar:
 
     # ----------------------------------------------------------------- front ends
     @classmethod
-    def from_lark(cls, text: str, *, start: str = "start", source: str = "<lark>", **schema_options) -> "Grammar":
+    def from_lark(cls, text: str, *, start: str = "start", source: str = "<lark>",
+                  **schema_options: Any) -> "Grammar":
         """Load lark EBNF with lark's own loader (imports, templates, %ignore); ``%json {...}``
         sections are JSON Schemas compiled with ``schema_options``."""
         from constrained.grammar.lark_frontend import grammar_from_lark
@@ -209,7 +210,7 @@ class Grammar:
         return compile_json_schema(schema, **options).grammar
 
     @classmethod
-    def from_structural_tag(cls, spec, **schema_options) -> "Grammar":
+    def from_structural_tag(cls, spec: dict | str, **schema_options: Any) -> "Grammar":
         """vLLM/XGrammar structural tags (a dict or its JSON text): free text, and after a
         trigger a tagged JSON value of its schema (`constrained.grammar.structural_tag`).
 
@@ -221,7 +222,8 @@ class Grammar:
         return grammar_from_structural_tag(spec, **schema_options)
 
     @classmethod
-    def from_tools(cls, tools, *, format: str = "hermes", tool_choice="auto", **options) -> "Grammar":
+    def from_tools(cls, tools: list[dict], *, format: str = "hermes", tool_choice: str | dict = "auto",
+                   **options: Any) -> "Grammar":
         """OpenAI-style tools as a grammar of the model family's tool-call format
         (`constrained.tools.tools_grammar`: ``hermes``, ``llama3``, ``mistral``).
 
