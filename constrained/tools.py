@@ -321,8 +321,8 @@ def tools_instructions(tools: Sequence[Mapping], format: str = "hermes") -> str:
 
 
 def generate_tool_calls(prompt: str, tools: Sequence[Mapping], *, tool_choice: Any = "auto", format: str = "hermes",
-                        parallel_tool_calls: bool = True, reasoning: bool | str = False, model=None,
-                        instructions: str | None = None, sampler=None, max_tokens: int = 256,
+                        parallel_tool_calls: bool = True, reasoning: bool | str = False, model: Any = None,
+                        instructions: str | None = None, sampler: Any = None, max_tokens: int = 256,
                         seed: int | None = None, progress: bool = False, **schema_options: Any) -> ToolCallResult:
     """``constrained.generate(prompt, tools=...)``: the model answers ``prompt`` under
     `tools_grammar` and the output is parsed (`parse_tool_calls`); ``instructions`` replace the
