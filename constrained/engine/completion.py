@@ -43,15 +43,32 @@ import numpy as np
 from constrained.automata.byte_dfa import START
 from constrained.engine.earley import SELF
 from constrained.engine.recognizer import BOUNDARY, DEAD_STATE
+from constrained.errors import MatcherError
 
 MAX_COMPLETION_BYTES = 1 << 16     # the grammar completion is computed whole anyway; past this it is not verified
 MAX_CHECKED_EXPANSIONS = 4000     # A* expansions before `checked_completion` gives up
 GREEDY_WEIGHT = 3                 # weighted A* (g + 3h) in the rounds that merge texts
 _TABLES_ATTR = "_completion_tables"
 _BLANKS = frozenset(b" \t\n\r")
+# bytes that may change a check's state even where the grammar's state stays (JSON structure)
+_STRUCTURAL = frozenset(b'"\\{}[],: \t\n\r')
 # bytes in the order completions prefer them: printable ASCII (space first), then the rest
 _PREFERRED = np.array(list(range(0x20, 0x7F)) + [b for b in range(256) if not 0x20 <= b < 0x7F])
 _INF = math.inf
+
+
+class CompletionSearchError(MatcherError):
+    """The search for a completion that passes the value checks gave up within its
+    budget without proving that none exists (`checked_completion` with ``strict=True``).
+
+    ``keyword`` and ``pointer`` name the check that refuses the grammar's own shortest
+    completion (e.g. ``minProperties`` at ``/properties/feeds/minProperties``), the
+    keyword the search could not satisfy; ``expansions`` is the budget spent."""
+
+    def __init__(self, *, keyword: str | None, pointer: str, expansions: int) -> None:
+        self.keyword, self.pointer, self.expansions = keyword, pointer, expansions
+        super().__init__(f"no completion found that passes the value check {keyword!r} at {pointer!r} "
+                         f"within {expansions} search expansions (none proven impossible either)")
 
 
 class _CompletionTables:
@@ -70,6 +87,9 @@ class _CompletionTables:
         self._up: dict[int, dict[int, tuple[float, tuple | None]]] = {}
         self._node_memo: dict[int, bytes | None] = {}
         self._state_memo: dict[int, bytes | None] = {}
+        # checked searches, keyed by the checks' content hash (not id(): a freed checks
+        # object's id is reused), grammar state, check state and text
+        self.checked_memo: dict[tuple, tuple[bytes | None, bool]] = {}
         self._knuth()
 
     # ------------------------------------------------------------------ terminals
@@ -320,7 +340,7 @@ def bfs_completion(rec, sid: int, *, max_states: int = 20000) -> bytes | None:
 
 
 def checked_completion(rec, sid: int, checks, cstate, text: bytes, *, witnesses: tuple[bytes, ...] = (),
-                       max_expansions: int = MAX_CHECKED_EXPANSIONS) -> bytes | None:
+                       max_expansions: int = MAX_CHECKED_EXPANSIONS, strict: bool = False) -> bytes | None:
     """The shortest bytes that complete ``text`` (at grammar state ``sid`` and check state
     ``cstate``) so that the grammar accepts and every value check passes.
 
@@ -359,33 +379,105 @@ def checked_completion(rec, sid: int, checks, cstate, text: bytes, *, witnesses:
     after = checks.step(cstate, text, first)
     if after is not None and checks.accepts_end(after, text + first):
         return first
-    key = (id(checks), sid, cstate, text, max_expansions, witnesses)
-    if key in _checked_memo:
-        return _checked_memo[key]
-    found = None
-    for merge, weight, witnessed in _ROUNDS:
-        found = _a_star(rec, tables, sid, checks, cstate, text, len(first), max_expansions // (len(_ROUNDS) - 1),
-                        merge=merge, weight=weight, witnesses=witnesses if witnessed else None)
-        if found is not None:
-            break
-    if len(_checked_memo) >= 64:
-        _checked_memo.clear()
-    _checked_memo[key] = found
+    key = (checks.content_hash(), sid, cstate, bytes(text), max_expansions, witnesses)
+    memo = tables.checked_memo
+    hit = memo.get(key)
+    if hit is None:
+        found, proven = None, False
+        share = max_expansions // (len(_ROUNDS) - 1)
+        for i, (merge, weight, witnessed) in enumerate(_ROUNDS):
+            stats: dict = {}
+            found = _a_star(rec, tables, sid, checks, cstate, text, len(first), share,
+                            merge=merge, weight=weight, witnesses=witnesses if witnessed else None, stats=stats)
+            if found is None and merge is None and stats.get("exhausted"):
+                proven = True                 # the exhaustive round ran out of texts: there is none
+                break
+            if found is None and i == 0:
+                found = _repair(rec, tables, sid, checks, cstate, text, witnesses, share)
+            if found is not None:
+                break
+        if len(memo) >= 64:
+            memo.clear()
+        hit = memo[key] = (found, proven)
+    found, proven = hit
+    if found is None and strict and not proven:
+        failure = getattr(checks, "failure", None)
+        f = failure(cstate, text, first) if failure is not None else None
+        raise CompletionSearchError(keyword=None if f is None else f.keyword,
+                                    pointer="" if f is None else f.pointer, expansions=max_expansions)
     return found
 
 
 _ROUNDS = (("length", 1, True), (None, 1, False), ("length", 1, False), ("length", GREEDY_WEIGHT, False),
            ("last byte", GREEDY_WEIGHT, False))
-# the decoding loop asks again for the state it probed a step before: searches are remembered
-_checked_memo: dict[tuple, bytes | None] = {}
 
 
 MACRO_PENALTY = 2     # the witness round's extra priority per witness written: fewer witnesses first
+MAX_REPAIRS = 64      # values `_repair` rewrites one after the other
+
+
+def _repair(rec, tables: _CompletionTables, sid: int, checks, cstate, text: bytes, witnesses: tuple[bytes, ...],
+            max_expansions: int) -> bytes | None:
+    """A completion found value by value: follow the grammar's shortest completion up to
+    the value a check refuses (``checks.failure``: the container whose closing byte is
+    refused, narrowed to the member or element `jsonschema`'s first error names), rewrite
+    that value by a local A* (witnesses first, then texts merged by length) until the
+    refusal moves past it (the grammar's completion from there fails later, or not at
+    all), and go on from there.  A whole-text A* must first exhaust every cheaper detour
+    anywhere before the refused value (a dozen required date-times spell thousands of
+    equally short variants); this one changes only the value that is wrong.  Short, not
+    provably shortest; None where a value cannot be rewritten within the budget (or
+    the checks cannot say where they fail)."""
+    failure_of = getattr(checks, "failure", None)
+    if failure_of is None:
+        return None
+    done = b""
+    s, cs = sid, cstate
+    for _ in range(MAX_REPAIRS):
+        c = tables.state_completion(s)
+        if c is None:
+            return None
+        whole = text + done
+        f = failure_of(cs, whole, c)
+        if f is None:
+            return done + c
+        at = max(f.offset, len(whole))       # text already produced stays as it is
+        k = at - len(whole)
+        s0, cs0 = s, cs
+        if k:
+            s0 = rec.feed(s, c[:k])
+            cs0 = checks.step(cs, whole, c[:k])
+            if s0 == DEAD_STATE or cs0 is None:      # pragma: no cover - a prefix of a viable completion
+                return None
+        base = whole + c[:k]
+
+        def progress(s2, cs2, data, base=base, at=at):
+            rest = tables.state_completion(s2)
+            if rest is None:
+                return False
+            f2 = failure_of(cs2, base + data, rest)
+            return f2 is None or f2.offset > at
+
+        local = None
+        for merge, weight, wit in (("length", 1, True), ("length", GREEDY_WEIGHT, False),
+                                   ("last byte", GREEDY_WEIGHT, False)):
+            local = _a_star(rec, tables, s0, checks, cs0, base, len(c) - k, max_expansions // 3, merge=merge,
+                            weight=weight, witnesses=witnesses if wit else None, goal=progress,
+                            deficit=getattr(checks, "deficit", None))
+            if local is not None:
+                break
+        if local is None:
+            return None
+        done = done + c[:k] + local
+        s = rec.feed(s0, local)
+        cs = checks.step(cs0, base, local)
+    return None
 
 
 def _a_star(rec, tables: _CompletionTables, sid: int, checks, cstate, text: bytes, h0: int,
             max_expansions: int, *, merge: str | None, weight: int = 1,
-            witnesses: tuple[bytes, ...] | None = None) -> bytes | None:
+            witnesses: tuple[bytes, ...] | None = None, goal=None, stats: dict | None = None,
+            deficit=None) -> bytes | None:
     """One round of `checked_completion` (see there for ``merge`` and ``weight``).  The
     merging rounds also take a byte that leaves both states as they are (a character
     in a string, a digit of a fraction, a blank) at most once in a row: such runs only
@@ -405,6 +497,8 @@ def _a_star(rec, tables: _CompletionTables, sid: int, checks, cstate, text: byte
     heap = [(weight * h0, 0, next(order), sid, cstate, b"", False, ())]
     closed: set = set()
     expansions = 0
+    # blanks outside strings mean nothing to a value check: taken only on the grammar's shortest way
+    insignificant = getattr(checks, "blank_is_insignificant", None)
     starts = () if witnesses is None else sorted(dict.fromkeys(w[k:] for w in witnesses for k in range(len(w))),
                                                  key=len)
     while heap and expansions < max_expansions:
@@ -416,7 +510,10 @@ def _a_star(rec, tables: _CompletionTables, sid: int, checks, cstate, text: byte
             closed.add(key)
         expansions += 1
         whole = text + done
-        if rec.accepting(s) and checks.accepts_end(cs, whole):
+        if goal is not None:
+            if done and goal(s, cs, done):
+                return done
+        elif rec.accepting(s) and checks.accepts_end(cs, whole):
             return done
         blank = set()
         nexts = _PREFERRED[rec.next_bytes(s)[_PREFERRED]].tolist()
@@ -427,29 +524,36 @@ def _a_star(rec, tables: _CompletionTables, sid: int, checks, cstate, text: byte
                 k = 1 + (len(whole) * 97) % (len(nexts) - 1)
                 nexts = nexts[:1] + nexts[k:] + nexts[1:k]
         g = len(done) + 1
+        here_len = len(tables.state_completion(s))
         penalty = MACRO_PENALTY * len(wrote)
         content = False
         moves = []
+        looped_here = False
         for b in nexts:
             s2 = rec.byte_step(s, b)
+            if looped_here and s2 == s and b not in _STRUCTURAL and merge == "length":
+                continue                      # another byte of the same content: one stands for all
             byte = bytes((b,))
             after = _viable(tables, checks, s2, cs, whole, byte)
             if after is None:
                 continue
             h, cs2 = after
             loop = s2 == s and cs2 == cs
+            looped_here = looped_here or loop
             content = content or loop
             if loop and (witnesses is not None or (merge is not None and looped)):
                 continue
             if b in _BLANKS:                  # whitespace bytes with one future: one of them
                 if (s2, cs2) in blank:
                     continue
+                if insignificant is not None and len(h) >= here_len and insignificant(cs):
+                    continue                  # a blank between tokens: only where the grammar needs it
                 blank.add((s2, cs2))
-            moves.append((g + weight * len(h) + penalty, -g, s2, cs2, done + byte, loop, len(h)))
+            extra = deficit(cs2) if deficit is not None else 0
+            moves.append((g + weight * (len(h) + extra) + penalty, -g, s2, cs2, done + byte, loop, len(h)))
         if witnesses is not None and (content or not done or whole.endswith(b'"')):
             if content:
-                here = len(tables.state_completion(s))
-                moves = [m for m in moves if m[6] < here]      # inside content: only the way out
+                moves = [m for m in moves if m[6] < here_len]  # inside content: only the way out
             for w in (() if looped else starts if not done else witnesses):
                 s2 = rec.feed(s, w)
                 after = _viable(tables, checks, s2, cs, whole, w)
@@ -457,10 +561,13 @@ def _a_star(rec, tables: _CompletionTables, sid: int, checks, cstate, text: byte
                     continue
                 h, cs2 = after
                 g2 = len(done) + len(w)
-                heapq.heappush(heap, (g2 + weight * len(h) + penalty + MACRO_PENALTY, -g2, next(order), s2, cs2,
+                extra = deficit(cs2) if deficit is not None else 0
+                heapq.heappush(heap, (g2 + weight * (len(h) + extra) + penalty + MACRO_PENALTY, -g2, next(order), s2, cs2,
                                       done + w, True, wrote + (w,)))
         for f, neg_g, s2, cs2, data, loop, _ in moves:
             heapq.heappush(heap, (f, neg_g, next(order), s2, cs2, data, loop, wrote))
+    if stats is not None:
+        stats["exhausted"] = not heap
     return None
 
 
