@@ -176,7 +176,7 @@ def test_the_token_completing_a_duplicate_is_refused_and_fork_rollback_agree() -
     for piece in (b"[1", b", ", b"2", b", ", b"1"):
         assert m.advance(enc[piece])
     assert not m.allows(enc[b"]"]) and not m.allows(enc[b"]]"])       # [1, 2, 1] is not unique
-    assert m.allows(enc[b","])
+    assert not m.allows(enc[b","]) and not m.allows(enc[b", "])        # refused as the element completes
     f = m.fork()
     f.rollback(1)
     assert f.text == b"[1, 2, " and f.advance(enc[b"3"]) and f.allows(enc[b"]"])

@@ -10,27 +10,32 @@ failing its predicate.  Any object with this protocol can be a grammar's
 * ``start() -> state`` (immutable, shared by forks);
 * ``step(state, text, data) -> state | None``: ``data`` follows ``text`` (bytes or
   the matcher's own bytearray, read but never kept); None if it completes a value
-  that fails its check;
+  that fails its check, or makes one that can no longer pass (a prefix check);
 * ``accepts_end(state, text) -> bool``: whether the complete ``text`` passes;
-* ``candidates(state, mask, vocab, key) -> token ids``: the tokens of ``mask``
-  whose bytes may complete a checked value (the only ones `mask` simulates;
-  ``key`` is the grammar state id that identifies ``mask``, for memoising);
+* ``candidates(state, mask, vocab, key[, text]) -> token ids``: the tokens of ``mask``
+  whose bytes may complete a checked value or meet a prefix check (the only ones
+  `mask` simulates; ``key`` is the grammar state id that identifies ``mask``, for
+  memoising; ``text``, if the method takes it, the bytes so far);
 * ``content_hash() -> str``;
 * optionally ``witnesses() -> tuple[bytes, ...]``: text the checks are likely to
   accept where the grammar reads free content (JSON-escaped string contents); the
   search for a completion that passes the checks writes them whole
   (`constrained.engine.completion.checked_completion`).  `JsonValueChecks` gets
-  them from its schema document (`constrained.json_schema.witnesses`).
+  them from its schema document (`constrained.json_schema.witnesses`);
+* optionally ``failure(state, text, data)``: where ``data`` first fails a check (an
+  object with ``keyword``, ``pointer``, ``offset``, ``value_start``), so the search
+  rewrites that value only; ``blank_is_insignificant(state)``: whether a blank there
+  is whitespace between tokens, which the search then skips.
 
 Example:
     >>> from constrained import Grammar, TokenVocabulary, compile_grammar
-    >>> vocab = TokenVocabulary.from_token_bytes([b"[", b"]", b"1", b"2", b",", b""], eos_ids=[5])
-    >>> g = Grammar.from_json_schema({"type": "array", "items": {"enum": [1, 2]}, "uniqueItems": True},
+    >>> vocab = TokenVocabulary.from_token_bytes([b"[", b"]", b'"a"', b'"b"', b",", b""], eos_ids=[5])
+    >>> g = Grammar.from_json_schema({"type": "array", "items": {"type": "string"}, "uniqueItems": True},
     ...                              whitespace="compact")
     >>> m = compile_grammar(g, vocab, cache_dir=None).matcher()
-    >>> m.advance_many([0, 2, 4, 2])      # "[1,1": the duplicate is still possible here
-    4
-    >>> m.allows(1), m.allows(4)          # "]" would complete [1,1]; "," continues
+    >>> m.advance_many([0, 2, 4])         # '["a",'
+    3
+    >>> m.allows(2), m.allows(3)          # a second "a" is refused as it completes, "b" is not
     (False, True)
 """
 
@@ -44,7 +49,7 @@ from constrained.engine.matcher import Matcher
 class CheckedMatcher(Matcher):
     """A `Matcher` whose grammar carries value-level checks (same API; see the module docstring)."""
 
-    __slots__ = ("_checks", "_cstates", "_text", "_lens", "_token_bytes")
+    __slots__ = ("_checks", "_cstates", "_lens", "_text", "_token_bytes")
 
     def __init__(self, compiled, *, _history=None, _tokens=None, _terminated: bool = False,
                  _cstates=None, _text: bytearray | None = None, _lens: list[int] | None = None) -> None:
@@ -67,7 +72,10 @@ class CheckedMatcher(Matcher):
         m = super().mask()
         state = self._cstates[-1]
         out = None
-        cands = self._checks.candidates(state, m, self._compiled.vocab, self.state_id)
+        if _takes_text(self._checks):
+            cands = self._checks.candidates(state, m, self._compiled.vocab, self.state_id, text=self._text)
+        else:                                  # checks of the older protocol (no ``text``)
+            cands = self._checks.candidates(state, m, self._compiled.vocab, self.state_id)
         if cands.size:
             text = self._text
             tb = self._token_bytes
@@ -114,7 +122,7 @@ class CheckedMatcher(Matcher):
         return super().allows_bytes(data) and \
             self._checks.step(self._cstates[-1], self._text, data) is not None
 
-    def fork(self) -> "CheckedMatcher":
+    def fork(self) -> CheckedMatcher:
         return CheckedMatcher(self._compiled, _history=list(self._history), _tokens=list(self._tokens),
                               _terminated=self._terminated, _cstates=list(self._cstates),
                               _text=bytearray(self._text), _lens=list(self._lens))
@@ -126,15 +134,18 @@ class CheckedMatcher(Matcher):
             del self._lens[-n:]
             del self._text[self._lens[-1]:]
 
-    def shortest_completion(self) -> bytes | None:
+    def shortest_completion(self, *, strict: bool = False) -> bytes | None:
         """The fewest bytes after which the output is complete *and* passes every value
-        check (see `constrained.engine.completion.checked_completion`)."""
+        check (see `constrained.engine.completion.checked_completion`); None if there is
+        none.  The search through the checks is bounded: where it gives up without proving
+        that none exists, ``strict=True`` raises `CompletionSearchError` naming the check
+        it could not satisfy (keyword and schema pointer) instead of returning None."""
         from constrained.engine.completion import checked_completion
 
         if self._terminated:
             return None
         return checked_completion(self._rec, self._history[-1], self._checks, self._cstates[-1], bytes(self._text),
-                                  witnesses=witnesses_of(self._checks))
+                                  witnesses=witnesses_of(self._checks), strict=strict)
 
     def forced_tokens(self) -> list[int]:
         """Forced tokens of the grammar, cut before the first one a check refuses."""
@@ -150,6 +161,24 @@ class CheckedMatcher(Matcher):
 
 
 _WITNESSES: dict[str, tuple[bytes, ...]] = {}
+
+
+def _takes_text(checks) -> bool:
+    """Whether ``checks.candidates`` takes the ``text`` keyword (the bytes so far)."""
+    import inspect
+
+    fn = type(checks).candidates
+    hit = getattr(fn, "_takes_text", None)
+    if hit is None:
+        try:
+            hit = "text" in inspect.signature(fn).parameters
+        except (TypeError, ValueError):   # pragma: no cover
+            hit = False
+        try:
+            fn._takes_text = hit
+        except AttributeError:            # pragma: no cover
+            pass
+    return hit
 
 
 def witnesses_of(checks) -> tuple[bytes, ...]:

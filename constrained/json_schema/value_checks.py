@@ -16,17 +16,33 @@ completes an invalid value is refused.  A top-level scalar is validated at the
 end.  Scalars inside containers are checked with their innermost enclosing
 array or object.
 
+**Prefix checks**: what is decidable before a value completes is checked as the text
+grows, so the mask refuses the token that dooms a value, not only the one that
+closes it: a value string's characters against its ``maxLength`` (counted as they
+begin), the comma that would start a member past ``maxProperties`` or an element
+past ``maxItems``, a key at its closing quote (repeated, ``false`` under a sub-schema
+that applies to it, refused by ``propertyNames``), a scalar array element under
+``uniqueItems`` as it completes (a string's closing quote, the comma after it).
+
 Soundness: every rejection is of a value that violates a sub-schema applying to
-it, so no valid instance is lost; the root is always validated when anything is
-checked, so no invalid instance is accepted.  The mask stays exact token by
-token for the grammar; with checks it is sound but may allow a token after which
-only invalid completions remain (e.g. a duplicate array element is only refused
-when the array closes).
+it (or of an object with a repeated key, which is never accepted), so no valid
+instance is lost; the root is always validated when anything is checked, so no
+invalid instance is accepted.  The mask stays exact token by token for the
+grammar; with checks it is sound, exact on prefixes for ``maxLength``,
+``maxItems`` and ``maxProperties``, and may allow a token after which only invalid
+completions remain for the keywords checked at completion (``minProperties``,
+``contains``, ``not``, ...; docs/json-schema-keywords.md has the table).
 
 Masks: only tokens that can close the innermost checked value (counted with
-per-vocabulary numpy profiles of bracket depth, string state aware) or that
-open and close a value inside themselves are simulated; the rest of the
-grammar's mask is kept as is.
+per-vocabulary numpy profiles of bracket depth, string state aware), that open a
+value and continue it inside themselves, or that meet a live prefix check (a
+comma, a string's end, more bytes than a string's remaining characters) are
+simulated; the rest of the grammar's mask is kept as is.
+
+For the completion search (`constrained.engine.completion`): `JsonValueChecks.failure`
+says which value a text fails on (so only that value is rewritten), ``deficit``
+counts the members ``minProperties`` / ``minItems`` still need, and
+``blank_is_insignificant`` marks whitespace between tokens.
 
 Example:
     >>> from constrained import Grammar, TokenVocabulary, compile_grammar
@@ -48,6 +64,7 @@ import numpy as np
 
 from constrained.json_schema.conjunction import (
     Conjunction,
+    _child,
     flatten,
     item_items,
     property_items,
@@ -69,9 +86,9 @@ _WS = frozenset(b" \t\n\r")
 class CheckCursor:
     """The sub-schemas that must hold at one place of the instance, and their checks."""
 
-    __slots__ = ("plan", "conj", "validate", "_props", "_items", "_names", "_tuple")
+    __slots__ = ("_bounds", "_doomed", "_items", "_names", "_props", "_tuple", "conj", "plan", "validate")
 
-    def __init__(self, plan: "JsonValueChecks", conj: Conjunction, validate: tuple[Located, ...]) -> None:
+    def __init__(self, plan: JsonValueChecks, conj: Conjunction, validate: tuple[Located, ...]) -> None:
         self.plan = plan
         self.conj = conj
         self.validate = validate          # the parts whose sub-trees hold checked keywords
@@ -82,8 +99,10 @@ class CheckCursor:
         self._names = None if patterns else {k for p in conj if isinstance(p.get("properties"), dict)
                                              for k in p.get("properties")}
         self._tuple = tuple_length(conj)
+        self._bounds: dict[str, int | None] = {}
+        self._doomed: dict[str, bool] = {}
 
-    def prop(self, key: str) -> "CheckCursor | None":
+    def prop(self, key: str) -> CheckCursor | None:
         if self._names is not None and key not in self._names:
             if None not in self._props:
                 self._props[None] = self.plan.cursor(property_items(self.conj, key, self.plan.index))
@@ -97,7 +116,58 @@ class CheckCursor:
                 self._props[key] = self.plan.cursor(items)
         return self._props[key]
 
-    def item(self, i: int) -> "CheckCursor | None":
+    def bound(self, keyword: str) -> int | None:
+        """The tightest integer ``maxLength`` / ``maxItems`` / ``maxProperties`` (the least)
+        or ``minItems`` / ``minProperties`` (the greatest) of the conjunction (None: no such
+        bound); ``uniqueItems`` as 1 when any part asks for it."""
+        hit = self._bounds.get(keyword, False)
+        if hit is False:
+            values = [p.get(keyword) for p in self.conj if p.has(keyword)]
+            if keyword == "uniqueItems":
+                hit = 1 if any(v is True for v in values) else None
+            else:
+                nums = [int(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)
+                        and v >= 0 and float(v).is_integer()]
+                hit = (max(nums) if keyword.startswith("min") else min(nums)) if nums else None
+            self._bounds[keyword] = hit
+        return hit
+
+    def key_doomed(self, key: str) -> bool:
+        """Whether member ``key`` can never be valid here: a sub-schema that applies to its
+        value is ``false`` (``additionalProperties: false`` in an ``allOf`` branch, a
+        ``patternProperties`` pattern mapped to ``false``), or ``propertyNames`` refuses it."""
+        hit = self._doomed.get(key)
+        if hit is None:
+            hit = False
+            try:
+                items = property_items(self.conj, key, self.plan.index, _undecided)
+            except _Undecided:
+                items = None
+            if items and flatten(items, self.plan.index, self.plan.dialect) is None:
+                hit = True
+            if not hit:
+                names = [_child(p, self.plan.index, "propertyNames") for p in self.conj if p.has("propertyNames")]
+                if names:
+                    conj = flatten(names, self.plan.index, self.plan.dialect)
+                    hit = conj is None or not all(self.plan.validators.is_valid(q.loc, key) for q in conj)
+            if len(self._doomed) > 4096:
+                self._doomed.clear()
+            self._doomed[key] = hit
+        return hit
+
+    def keys_restricted(self) -> bool:
+        """Whether some key may be doomed here (`key_doomed` can be true): ``propertyNames``,
+        or ``false`` under ``additionalProperties`` / ``patternProperties``."""
+        hit = self._bounds.get("keys", False)
+        if hit is False:
+            hit = any(p.has("propertyNames") or p.get("additionalProperties") is False
+                      or (isinstance(p.get("patternProperties"), dict)
+                          and any(v is False for v in p.get("patternProperties").values()))
+                      for p in self.conj)
+            self._bounds["keys"] = hit
+        return hit
+
+    def item(self, i: int) -> CheckCursor | None:
         i = min(i, self._tuple)                       # every position past the tuple is alike
         if i not in self._items:
             self._items[i] = self.plan.cursor(item_items(self.conj, i, self.plan.index))
@@ -127,11 +197,21 @@ class _Profiles:
         n = len(lengths)
         self.closes: list[list[np.ndarray]] = []
         self.internal: list[np.ndarray] = []
+        self.commas: list[np.ndarray] = []
+        self.ends_string: list[np.ndarray] = []
+        self.opens: list[np.ndarray] = []
+        self._longer: dict[int, np.ndarray] = {}
+        self.lengths = lengths
         for start in (OUT, STR, ESC):
             mode = np.full(n, start, dtype=np.int8)
             depth = np.zeros(n, dtype=np.int32)
             low = np.zeros(n, dtype=np.int32)
             inner = np.zeros(n, dtype=bool)
+            comma0 = np.zeros(n, dtype=bool)          # a comma at the starting level or below (outside strings)
+            opened = np.zeros(n, dtype=bool)
+            trig = np.zeros(n, dtype=bool)            # opens a container, then a comma or a string's end
+            ostr = np.zeros(n, dtype=bool)            # opens a string
+            qend = np.zeros(n, dtype=bool)            # a quote that ends a string there
             for j in range(mat.shape[1]):
                 k = int(counts[j])                          # tokens longer than j
                 if k == 0:
@@ -145,6 +225,11 @@ class _Profiles:
                 d -= closing
                 np.minimum(low[:k], d, out=low[:k])
                 quote, slash = c == 0x22, c == 0x5C
+                comma0[:k] |= out & (c == 0x2C) & (d <= 0)
+                qend[:k] |= s & quote & (d <= 0)
+                trig[:k] |= opened[:k] & ((out & (c == 0x2C)) | (s & quote))
+                opened[:k] |= opening
+                ostr[:k] |= out & quote
                 m[out & quote] = STR
                 m[s & quote] = OUT
                 m[s & slash] = ESC
@@ -155,6 +240,23 @@ class _Profiles:
             inside[order] = inner
             self.closes.append([pack_mask(closes >= r) for r in range(MAX_CLOSES + 1)])
             self.internal.append(pack_mask(inside))
+            trig |= ostr & (lengths[order] > 24)     # ... or opens a string past a counted maxLength
+            for acc, out_list in ((comma0, self.commas), (qend, self.ends_string), (trig, self.opens)):
+                flat = np.empty(n, dtype=bool)
+                flat[order] = acc
+                out_list.append(pack_mask(flat))
+
+
+    def longer(self, room: int) -> np.ndarray:
+        """Tokens of more than ``room`` bytes (packed)."""
+        from constrained.masks import pack_mask
+
+        hit = self._longer.get(room)
+        if hit is None:
+            if len(self._longer) > 512:
+                self._longer.clear()
+            hit = self._longer[room] = pack_mask(self.lengths > room)
+        return hit
 
 
 @lru_cache(maxsize=8)
@@ -178,6 +280,7 @@ class JsonValueChecks:
         self._reaching = _reaching(index, {id(loc.schema) for loc in checked})
         self._verdicts: dict[tuple[int, bytes], bool] = {}
         self._candidates: dict[tuple, np.ndarray] = {}
+        self._explained: dict[tuple, tuple] = {}
         self.root = self.cursor([root_part(index)])
         digest = hashlib.sha256(json.dumps(index.document, sort_keys=True, default=str).encode())
         digest.update(json.dumps(sorted(loc.pointer for loc in checked)).encode())
@@ -223,12 +326,17 @@ class JsonValueChecks:
 
     # ------------------------------------------------------------------ tracking
     def start(self) -> tuple:
-        """The tracker state before any byte: (frames, mode, string start, string is a key)."""
-        return ((), OUT, -1, False)
+        """The tracker state before any byte: (frames, mode, string start, string is a key,
+        the string's maxLength or -1).  A frame is (kind, start offset, cursor, phase,
+        key or index, the keys read so far (objects with a cursor))."""
+        return ((), OUT, -1, False, -1)
 
     def step(self, state: tuple, text: bytes, data: bytes) -> tuple | None:
-        """The state after ``data`` follows ``text``; None if ``data`` completes an invalid value."""
-        frames, mode, sstart, is_key = state
+        """The state after ``data`` follows ``text``; None if ``data`` completes an invalid
+        value, or dooms one on a prefix (see the module docstring: a string past its
+        ``maxLength``, an element past ``maxItems``, a member past ``maxProperties``, a
+        key no sub-schema admits, a repeated scalar under ``uniqueItems``)."""
+        frames, mode, sstart, is_key, limit = state
         base = len(text)
         i, n = 0, len(data)
         while i < n:
@@ -241,10 +349,19 @@ class JsonValueChecks:
                 if q == -1:
                     break
                 i, mode = q + 1, OUT
+                if limit >= 0 and _too_long(text, data, sstart, base + i - 1, limit):
+                    return None
                 if is_key and frames:
                     key = json.loads(_slice(text, data, sstart, base + i))
-                    kind, fstart, cur, _, _ = frames[-1]
-                    frames = frames[:-1] + ((kind, fstart, cur, COLON, key),)
+                    kind, fstart, cur, _, _, keys = frames[-1]
+                    if cur is not None:
+                        if key in keys or cur.key_doomed(key):
+                            return None                      # a repeated key, or one no schema admits
+                        keys = keys + (key,)
+                    frames = frames[:-1] + ((kind, fstart, cur, COLON, key, keys),)
+                elif frames and frames[-1][0] == ARR and frames[-1][2] is not None \
+                        and frames[-1][2].bound("uniqueItems") and _repeats(text, data, frames[-1][1], base + i):
+                    return None
                 continue
             if mode == ESC:
                 i, mode = i + 1, STR
@@ -255,38 +372,183 @@ class JsonValueChecks:
                 continue
             if c == 0x22:                                                   # "
                 is_key = bool(frames) and frames[-1][0] == OBJ and frames[-1][3] == KEY
-                sstart, mode = base + i, STR
+                sstart, mode, limit = base + i, STR, -1
+                if not is_key:
+                    cur = self._child(frames)
+                    if cur is not None:
+                        m = cur.bound("maxLength")
+                        limit = -1 if m is None else m
             elif c == 0x7B or c == 0x5B:                                    # { [
                 cur = self._child(frames)
-                frames = frames + (((OBJ, base + i, cur, KEY, None) if c == 0x7B
-                                    else (ARR, base + i, cur, VALUE, 0)),)
+                frames = frames + (((OBJ, base + i, cur, KEY, None, ()) if c == 0x7B
+                                    else (ARR, base + i, cur, VALUE, 0, ())),)
             elif c == 0x7D or c == 0x5D:                                    # } ]
                 if frames:
-                    kind, fstart, cur, _, _ = frames[-1]
+                    kind, fstart, cur, _, _, _ = frames[-1]
                     frames = frames[:-1]
                     if cur is not None and not self.value_ok(cur, _slice(text, data, fstart, base + i + 1)):
                         return None
             elif c == 0x3A:                                                 # :
                 if frames and frames[-1][0] == OBJ:
-                    kind, fstart, cur, _, key = frames[-1]
-                    frames = frames[:-1] + ((kind, fstart, cur, VALUE, key),)
-            elif c == 0x2C:                                                 # ,
-                if frames:
-                    kind, fstart, cur, phase, slot = frames[-1]
-                    frames = frames[:-1] + (((kind, fstart, cur, KEY, None) if kind == OBJ
-                                             else (kind, fstart, cur, VALUE, slot + 1)),)
+                    kind, fstart, cur, _, key, keys = frames[-1]
+                    frames = frames[:-1] + ((kind, fstart, cur, VALUE, key, keys),)
+            elif c == 0x2C and frames:                                      # ,
+                kind, fstart, cur, _, slot, keys = frames[-1]
+                if kind == ARR and cur is not None:
+                    m = cur.bound("maxItems")
+                    if m is not None and slot + 2 > m:
+                        return None                          # an element past maxItems
+                    if cur.bound("uniqueItems") and _repeats(text, data, fstart, base + i):
+                        return None                          # a scalar element repeated
+                elif kind == OBJ and cur is not None and _past(cur.bound("maxProperties"), len(keys) + 1):
+                    return None                              # a member past maxProperties
+                frames = frames[:-1] + (((kind, fstart, cur, KEY, None, keys) if kind == OBJ
+                                         else (kind, fstart, cur, VALUE, slot + 1, keys)),)
             i += 1
-        return (frames, mode, sstart, is_key)
+        if mode != OUT and limit >= 0 and base + n - sstart - 1 > limit \
+                and _too_long(text, data, sstart, base + n, limit):
+            return None
+        return (frames, mode, sstart, is_key, limit)
+
+    def chars_left(self, state: tuple, text: bytes) -> int | None:
+        """Characters the string being read may still take before its ``maxLength``
+        (None: not in a string with a checked maxLength)."""
+        _, mode, sstart, _, limit = state
+        if mode == OUT or limit < 0:
+            return None
+        return limit - _code_points(bytes(text[sstart + 1:]))
 
     def _child(self, frames: tuple) -> CheckCursor | None:
         if not frames:
             return self.root
-        kind, _, cur, _, slot = frames[-1]
+        kind, _, cur, _, slot, _ = frames[-1]
         if cur is None:
             return None
         if kind == ARR:
             return cur.item(slot)
         return cur.prop(slot) if isinstance(slot, str) else None
+
+    def deficit(self, state: tuple) -> int:
+        """A lower bound on the bytes the open containers still need for their
+        ``minProperties`` / ``minItems`` (5 per missing member: ``,"":0``, 2 per missing
+        element: ``,0``), which the grammar's completion does not count: the completion
+        search adds it to its heuristic, so writing members is progress, not a detour."""
+        total = 0
+        for f in state[0]:
+            cur = f[2]
+            if cur is None:
+                continue
+            if f[0] == OBJ:
+                lo = cur.bound("minProperties")
+                if lo is not None and lo > len(f[5]):
+                    total += 5 * (lo - len(f[5]))
+            else:
+                lo = cur.bound("minItems")
+                if lo is not None and lo > f[4] + 1:
+                    total += 2 * (lo - f[4] - 1)
+        return total
+
+    def blank_is_insignificant(self, state: tuple) -> bool:
+        """Whether a blank read in ``state`` is whitespace between tokens (outside strings),
+        which no check can tell from its absence: the completion search skips such blanks
+        unless the grammar needs them."""
+        return state[1] == OUT
+
+    def failure(self, state: tuple, text: bytes, data: bytes) -> CheckFailure | None:
+        """Where ``data`` (read after ``text`` in ``state``, e.g. the grammar's completion)
+        first fails a check, or None if it passes every check to the end.
+
+        The failing value is located as precisely as `jsonschema` says: the container
+        whose closing byte a check refuses (or the top-level scalar refused at the
+        end), then the member or element its first error points at
+        (``error.absolute_path`` relative to that container).  ``offset`` is where that
+        value starts in ``text + data``; the completion search rewrites from there."""
+        text, data = bytes(text), bytes(data)
+        whole = text + data
+        end = self.step(state, text, data)
+        if end is not None:
+            if self.accepts_end(end, whole) or self.root is None:
+                return None
+            start = len(whole) - len(whole.lstrip())
+            return self._explain(self.root, whole, start, len(whole))
+        cs, pos, base = state, 0, len(text)
+        for j in range(len(data)):
+            if data[j] not in (0x7D, 0x5D, 0x2C, 0x22) and j + 1 < len(data):
+                continue
+            after = self.step(cs, whole[:base + pos], data[pos:j + 1])
+            if after is not None:
+                cs, pos = after, j + 1
+                continue
+            for k in range(pos, j + 1):                    # the byte that fails
+                after = self.step(cs, whole[:base + k], data[k:k + 1])
+                if after is None:
+                    return self._refusal(cs, whole, base + k)
+                cs = after
+            return None                                    # pragma: no cover - a chunk fails, its bytes pass
+        return None                                        # pragma: no cover - step refused, no byte does
+
+    def _refusal(self, cs: tuple, whole: bytes, at: int) -> CheckFailure:
+        """The failure of byte ``whole[at]`` read in state ``cs``: a container's close (its
+        validation's first error) or a prefix check (a string past maxLength, a doomed key,
+        a repeated element, a member or element past the maximum)."""
+        frames, mode, sstart, is_key, limit = cs
+        byte = whole[at]
+        top = frames[-1] if frames else None
+        if mode == OUT and byte in (0x7D, 0x5D) and top is not None:
+            return self._explain(top[2], whole, top[1], at + 1)
+        cur = top[2] if top is not None else self.root
+        where = cur.validate[0].pointer if cur is not None and cur.validate else ""
+        if mode != OUT and limit >= 0 and not (byte == 0x22 and mode == STR and is_key):
+            keyword, start = "maxLength", sstart
+        elif mode == STR and byte == 0x22 and is_key:
+            try:
+                key = json.loads(whole[sstart:at + 1])
+            except ValueError:                             # pragma: no cover
+                key = None
+            if top is not None and key in top[5]:
+                keyword = "duplicate key"
+            else:
+                keyword = "propertyNames" if cur is not None and any(p.has("propertyNames") for p in cur.conj) \
+                    else "additionalProperties"
+            start = sstart
+        elif mode == STR and byte == 0x22:
+            keyword, start = "uniqueItems", sstart
+        elif top is not None and top[0] == ARR:
+            keyword = "maxItems" if cur is not None and cur.bound("maxItems") is not None \
+                and top[4] + 2 > cur.bound("maxItems") else "uniqueItems"
+            start = top[1]
+        else:
+            keyword, start = "maxProperties", top[1] if top is not None else at
+        return CheckFailure(keyword=keyword, pointer=f"{where}/{keyword}", offset=start,
+                            value_start=top[1] if top is not None else start, value_end=at + 1)
+
+    def _explain(self, cursor: CheckCursor, whole: bytes, start: int, end: int) -> CheckFailure:
+        """The failure of the value ``whole[start:end]`` at ``cursor``: its first
+        `jsonschema` error's keyword, schema pointer and the start of the sub-value it names."""
+        key = (id(cursor), whole[start:end])
+        hit = self._explained.get(key)
+        if hit is None:
+            hit = (None, "", ())
+            try:
+                value = json.loads(whole[start:end], object_pairs_hook=_unique_keys)
+            except (ValueError, RecursionError):
+                hit = ("duplicate key", "", ())
+            else:
+                for loc in cursor.validate:
+                    try:
+                        err = next(iter(self.validators.validator(loc).iter_errors(value)), None)
+                    except Exception:  # noqa: BLE001 - a validator that cannot say why
+                        err = None
+                    if err is not None:
+                        pointer = loc.pointer + "".join("/" + str(p) for p in err.relative_schema_path)
+                        hit = (str(err.validator), pointer, tuple(err.absolute_path))
+                        break
+            if len(self._explained) > 4096:
+                self._explained.clear()
+            self._explained[key] = hit
+        keyword, pointer, path = hit
+        return CheckFailure(keyword=keyword, pointer=pointer, offset=start + _locate(whole[start:end], path),
+                            value_start=start, value_end=end)
 
     def accepts_end(self, state: tuple, text: bytes) -> bool:
         """Whether the complete text passes the checks (a top-level scalar is validated here)."""
@@ -298,24 +560,47 @@ class JsonValueChecks:
             return True                                # validated when it closed
         return self.value_ok(self.root, text)
 
-    def candidates(self, state: tuple, mask: np.ndarray, vocab, key=None) -> np.ndarray:
-        """Ids of the tokens allowed by ``mask`` whose bytes may complete a checked value.
+    def candidates(self, state: tuple, mask: np.ndarray, vocab, key=None, text=None) -> np.ndarray:
+        """Ids of the tokens allowed by ``mask`` whose bytes may complete a checked value or
+        meet a prefix check (a comma under maxItems/maxProperties/uniqueItems, the end of a
+        key whose names are restricted or of a string element under uniqueItems, characters
+        past a string's maxLength, a container opened and continued inside the token).
 
         ``key`` identifies ``mask`` (the grammar state id): results are memoised per
-        (key, string mode, closes needed)."""
+        (key, string mode, closes needed, prefix checks live); ``text`` (the bytes so far)
+        tells how many characters a string with a maxLength may still take."""
         frames, mode = state[0], state[1]
         deepest = max((k for k, f in enumerate(frames) if f[2] is not None), default=-1)
         internal = deepest >= 0 or (not frames and self.root is not None)
         if not internal:
             return _NONE
         r = min(len(frames) - deepest, MAX_CLOSES) if deepest >= 0 else 0
-        memo_key = None if key is None else (key, mode, r, vocab.content_hash())
+        opens = True                          # a container opened inside the token, then continued
+        commas = any(f[2] is not None and any(f[2].bound(k) is not None
+                                              for k in ("maxItems", "maxProperties", "uniqueItems"))
+                     for f in frames[deepest:]) if deepest >= 0 else False
+        ends = any(f[2] is not None and (f[2].keys_restricted() or (f[0] == ARR and bool(f[2].bound("uniqueItems")))
+                                         or (f[0] == OBJ and f[5] and _may_repeat(state, f, text)))
+                   for f in frames[deepest:]) if deepest >= 0 else False
+        room = -1
+        if mode != OUT and state[4] >= 0:
+            left = self.chars_left(state, text) if text is not None else 0
+            room = max(0, left)
+        memo_key = None if key is None else (key, mode, r, opens, commas, ends, room, vocab.content_hash())
         if memo_key is not None:
             hit = self._candidates.get(memo_key)
             if hit is not None:
                 return hit
         prof = _profiles(vocab)
         sel = prof.internal[mode] | prof.closes[mode][r] if r else prof.internal[mode].copy()
+        if opens:
+            sel |= prof.opens[mode]
+        if commas:
+            sel |= prof.commas[mode]
+        if ends:
+            sel |= prof.ends_string[mode]
+        if room >= 0:
+            sel |= prof.longer(room)
         sel &= mask[: sel.size]
         words = np.flatnonzero(sel)
         if words.size == 0:
@@ -334,12 +619,154 @@ class JsonValueChecks:
 _NONE = np.zeros(0, dtype=np.int64)
 
 
+class CheckFailure:
+    """Why a text fails the checks (`JsonValueChecks.failure`): the first `jsonschema` error's
+    ``keyword`` and schema ``pointer``, the value it refuses (``value_start:value_end`` in the
+    text: the container whose check failed) and ``offset``, where the member or element the
+    error names starts (``value_start`` when it names the container itself)."""
+
+    __slots__ = ("keyword", "offset", "pointer", "value_end", "value_start")
+
+    def __init__(self, *, keyword, pointer: str, offset: int, value_start: int, value_end: int) -> None:
+        self.keyword, self.pointer, self.offset = keyword, pointer, offset
+        self.value_start, self.value_end = value_start, value_end
+
+    def __repr__(self) -> str:
+        return (f"CheckFailure({self.keyword!r} at {self.pointer!r}, value {self.value_start}:{self.value_end}, "
+                f"offset {self.offset})")
+
+
+def _skip_blanks(buf: bytes, i: int) -> int:
+    while i < len(buf) and buf[i] in _WS:
+        i += 1
+    return i
+
+
+def _skip_value(buf: bytes, i: int) -> int:
+    """The end of the JSON value starting at ``buf[i]`` (blanks skipped first)."""
+    i = _skip_blanks(buf, i)
+    depth, n = 0, len(buf)
+    while i < n:
+        c = buf[i]
+        if c == 0x22:
+            i += 1
+            while i < n and buf[i] != 0x22:
+                i += 2 if buf[i] == 0x5C else 1
+            i += 1
+            if depth == 0:
+                return i
+            continue
+        if c in (0x7B, 0x5B):
+            depth += 1
+        elif c in (0x7D, 0x5D):
+            depth -= 1
+            if depth <= 0:
+                return i + 1 if depth == 0 else i
+        elif depth == 0 and (c == 0x2C or c in _WS):
+            return i
+        i += 1
+    return i
+
+
+def _locate(buf: bytes, path: tuple) -> int:
+    """The offset in ``buf`` (one JSON value) where the sub-value at ``path`` (keys and
+    indices, as `jsonschema` reports them) starts; as deep as the path can be followed."""
+    at = _skip_blanks(buf, 0)
+    for step in path:
+        if at >= len(buf) or buf[at] not in (0x7B, 0x5B):
+            break
+        obj = buf[at] == 0x7B
+        i, index, found = at + 1, 0, None
+        while True:
+            i = _skip_blanks(buf, i)
+            if i >= len(buf) or buf[i] in (0x7D, 0x5D):
+                break
+            key = None
+            if obj:
+                kend = _skip_value(buf, i)
+                try:
+                    key = json.loads(buf[i:kend])
+                except ValueError:
+                    break
+                i = _skip_blanks(buf, kend)
+                i = _skip_blanks(buf, i + 1)             # the colon
+            if (key == step) if obj else (index == step):
+                found = i
+                break
+            i = _skip_blanks(buf, _skip_value(buf, i))
+            if i < len(buf) and buf[i] == 0x2C:
+                i += 1
+            index += 1
+        if found is None:
+            break
+        at = found
+    return at
+
+
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
     """``json.loads`` object hook: an object with a repeated key is not a value we accept."""
     out = dict(pairs)
     if len(out) != len(pairs):
         raise ValueError("duplicate key")
     return out
+
+
+def _code_points(content: bytes) -> int:
+    """Characters begun in the JSON string content ``content`` (no quotes): a trailing
+    incomplete escape or UTF-8 sequence counts as the character it will be."""
+    if b"\\" not in content:
+        whole = content.decode("utf-8", "ignore")
+        return len(whole) + (len(whole.encode("utf-8")) < len(content))
+    for k in range(13):            # an incomplete escape (at most "\\uXXXX\\uXXX") or character at the end
+        try:
+            done = json.loads(b'"' + content[:len(content) - k] + b'"')
+        except ValueError:
+            continue
+        # the pending escape may be the low half of a surrogate pair begun by the last one
+        return len(done) + (k > 0 and not (done and "\ud800" <= done[-1] <= "\udbff"))
+    return 0  # pragma: no cover
+
+
+def _may_repeat(state: tuple, frame: tuple, text) -> bool:
+    """Whether a token read in ``state`` may end a key equal to one ``frame`` (an object)
+    already has: a key being read whose bytes so far begin an earlier key's canonical
+    spelling (or hold an escape), or any key a token starts and ends outside strings."""
+    frames, mode, sstart, is_key, _ = state
+    if mode == OUT:
+        return True
+    if not is_key or frames[-1] is not frame or text is None:
+        return False
+    so_far = bytes(text[sstart + 1:])
+    if b"\\" in so_far:
+        return True
+    return any(json.dumps(k, ensure_ascii=False).encode("utf-8")[1:-1].startswith(so_far) for k in frame[5])
+
+
+def _past(bound: int | None, count: int) -> bool:
+    return bound is not None and count > bound
+
+
+def _too_long(text: bytes, data: bytes, sstart: int, end: int, limit: int) -> bool:
+    """Whether the string from ``sstart`` (its opening quote) to ``end`` has more than ``limit``
+    characters (bytes first: a string has at most as many characters as bytes)."""
+    if end - sstart - 1 <= limit:
+        return False
+    return _code_points(_slice(text, data, sstart + 1, end)) > limit
+
+
+def _repeats(text: bytes, data: bytes, fstart: int, end: int) -> bool:
+    """Whether the array from ``fstart`` to ``end`` (just after its latest element) ends with
+    a scalar element equal to an earlier one (`jsonschema`'s equality)."""
+    from constrained.json_schema.validation_plans import _equality_key
+
+    try:
+        items = json.loads(_slice(text, data, fstart, end) + b"]")
+    except (ValueError, RecursionError):
+        return False
+    if len(items) < 2:
+        return False
+    last = _equality_key(items[-1])
+    return last is not None and any(_equality_key(v) == last for v in items[:-1])
 
 
 def _slice(text: bytes, data: bytes, start: int, end: int) -> bytes:

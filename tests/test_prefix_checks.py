@@ -1,0 +1,230 @@
+"""Prefix checks of value-checked schemas (issue "No dead ends"): the mask refuses the
+token that dooms a value, not only the one that closes it, for the keywords decidable on
+a prefix (`constrained.json_schema.value_checks`; the keyword table is
+docs/json-schema-keywords.md); the completion search finds completions value by value
+or says which check it could not satisfy (`CompletionSearchError`).
+
+Exactness here is against slow references: `allows` equals the mask bit for every
+token, and for the exact-on-prefix keywords a state the mask lets a walk reach always
+has a completion (the definition of "no dead end") that `jsonschema` accepts.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+import jsonschema
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from constrained import TokenVocabulary, compile_grammar
+from constrained.engine.checked import CheckedMatcher
+from constrained.engine.completion import CompletionSearchError, checked_completion
+from constrained.json_schema.compiler import compile_json_schema
+from constrained.masks import unpack_mask
+
+ASCII = TokenVocabulary.from_token_bytes([bytes([b]) for b in range(32, 127)] + [b""], eos_ids=[95])
+# multi-byte tokens: one token may finish a key and start the next member, or overrun a string
+_MULTI = [b'","', b'":', b'", "', b"],", b"]}", b'"]', b'"}', b"aaaaaaaaaa", b"bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb",
+          b'"abcdefghijklmnopqrstuvwxyz0123', b'{"', b'["a","a"', b"1,", b",1", b'"a",']
+CHUNKY = TokenVocabulary.from_token_bytes([bytes([b]) for b in range(32, 127)] + _MULTI + [b""],
+                                          eos_ids=[95 + len(_MULTI)])
+
+LONG = 30          # above the counted string length (MAX_COUNTED_LENGTH = 24): a value check
+
+# keyword -> a schema where it is a value check that is decided on prefixes
+PREFIX_EXACT = {
+    "maxLength": {"type": "object", "properties": {"t": {"type": "string", "maxLength": LONG}},
+                  "required": ["t"], "additionalProperties": False},
+    "maxLength (array of strings)": {"type": "array", "items": {"type": "string", "maxLength": LONG}},
+    "maxProperties": {"type": "object", "maxProperties": 2, "additionalProperties": {"type": "integer"}},
+    "maxItems": {"type": "array", "maxItems": 3, "uniqueItems": True, "items": {"type": "string"}},
+    "allOf additionalProperties false": {
+        "type": "object", "allOf": [{"patternProperties": {"^x": {}}, "additionalProperties": False},
+                                    {"patternProperties": {"y$": {}}, "additionalProperties": False}]},
+    "propertyNames": {"type": "object", "propertyNames": {"enum": ["ab", "cd", "abc"]},
+                      "additionalProperties": {"type": "integer"}},
+    "uniqueItems strings": {"type": "array", "items": {"type": "string", "maxLength": 2}, "uniqueItems": True},
+}
+
+_CACHE: dict = {}
+
+
+def _compiled(name: str, vocab=ASCII):
+    key = (name, vocab.content_hash())
+    if key not in _CACHE:
+        _CACHE[key] = compile_grammar(compile_json_schema(PREFIX_EXACT[name]).grammar, vocab, cache_dir=None)
+    return _CACHE[key]
+
+
+def _walk_states(cg, vocab, seed: int, steps: int = 60):
+    """A random masked walk: yields the matcher before each step (it is not forked)."""
+    rng = random.Random(seed)
+    m = cg.matcher()
+    size = len(vocab.token_bytes)
+    for _ in range(steps):
+        yield m
+        allowed = [int(t) for t in unpack_mask(m.mask(), size).nonzero()[0] if t not in vocab.eos_ids]
+        if not allowed:
+            return
+        assert m.advance(rng.choice(allowed))
+
+
+# exact on prefixes: every state the mask lets a walk reach can still be finished.  The
+# others are checked at the end of a key or element: a key prefix no admitted key extends
+# ('{"a' under "keys start with x"), a repeat that cannot grow (["ab","ab under maxLength
+# 2) are still reachable (docs/json-schema-keywords.md lists them so)
+EXACT = ("maxItems", "maxLength", "maxLength (array of strings)", "maxProperties")
+
+
+@pytest.mark.parametrize("name", sorted(PREFIX_EXACT))
+@pytest.mark.parametrize("vocab", [ASCII, CHUNKY], ids=["ascii", "chunky"])
+def test_mask_equals_allows_and_prefix_exact_walks_never_dead_end(name: str, vocab) -> None:
+    """Every token's mask bit equals `allows` (the slow reference: one token at a time);
+    for the keywords exact on prefixes, every state a masked walk reaches has a completion
+    that the schema's validator accepts (no dead ends)."""
+    cg = _compiled(name, vocab)
+    validator = jsonschema.Draft202012Validator(PREFIX_EXACT[name])
+    size = len(vocab.token_bytes)
+    for seed in range(6):
+        for m in _walk_states(cg, vocab, seed):
+            assert isinstance(m, CheckedMatcher), name
+            bits = unpack_mask(m.mask(), size)
+            allowed = [t for t in range(size) if m.allows(t)]
+            assert allowed == [int(t) for t in bits.nonzero()[0]], (name, m.text)
+            if name in EXACT:
+                done = m.shortest_completion(strict=True)
+                assert done is not None, (name, m.text)
+                assert validator.is_valid(json.loads(m.text + done)), (name, m.text + done)
+
+
+def _matcher_after(name: str, text: bytes):
+    m = _compiled(name).matcher()
+    assert m.advance_many(ASCII.encode(text.decode())) == len(text), text
+    return m
+
+
+def _allows_byte(m, b: bytes) -> bool:
+    return m.allows(ASCII.token_bytes.index(b))
+
+
+def test_max_length_refuses_the_character_past_the_bound_inside_the_string() -> None:
+    m = _matcher_after("maxLength", b'{"t":"' + b"x" * (LONG - 1))
+    assert _allows_byte(m, b"y")                              # the 30th character
+    m.advance(ASCII.token_bytes.index(b"y"))
+    assert not _allows_byte(m, b"z") and not _allows_byte(m, b"\\")   # a 31st, or an escape
+    assert _allows_byte(m, b'"')
+    # escapes and multi-byte characters count as one character each
+    m = _matcher_after("maxLength", b'{"t":"' + b"\\u00e9" * (LONG - 1) + b"\\n")
+    assert not _allows_byte(m, b"a") and _allows_byte(m, b'"')
+
+
+def test_max_properties_refuses_the_comma_of_a_member_too_many() -> None:
+    m = _matcher_after("maxProperties", b'{"a":1,"b":2')
+    assert not _allows_byte(m, b",") and _allows_byte(m, b"}")
+    m = _matcher_after("maxProperties", b'{"a":1')
+    assert _allows_byte(m, b",")
+
+
+def test_max_items_and_unique_strings_are_refused_where_the_element_completes() -> None:
+    m = _matcher_after("maxItems", b'["a","b","c"')
+    assert not _allows_byte(m, b",") and _allows_byte(m, b"]")
+    m = _matcher_after("uniqueItems strings", b'["a","b","a')
+    assert not _allows_byte(m, b'"') and _allows_byte(m, b"b")        # "a" again: refused at its quote
+
+
+def test_keys_no_sub_schema_admits_are_refused_at_their_closing_quote() -> None:
+    m = _matcher_after("allOf additionalProperties false", b'{"xa')
+    assert not _allows_byte(m, b'"')                          # "xa" does not end with y: the second branch
+    assert _allows_byte(m, b"y")
+    m = _matcher_after("allOf additionalProperties false", b'{"xay')
+    assert _allows_byte(m, b'"')
+    m = _matcher_after("propertyNames", b'{"ab')
+    assert _allows_byte(m, b'"') and _allows_byte(m, b"c")
+    m = _matcher_after("propertyNames", b'{"a')
+    assert not _allows_byte(m, b'"')
+
+
+small_strings = st.text(alphabet="abé\n\"\\", max_size=40)
+
+
+@settings(max_examples=120, deadline=None)
+@given(value=st.one_of(
+    st.fixed_dictionaries({"t": small_strings}),
+    st.dictionaries(st.sampled_from(["a", "b", "c", "ab", "cd", "abc"]), st.integers(-3, 3), max_size=4),
+    st.lists(small_strings, max_size=5)))
+def test_prefix_checks_lose_no_valid_instance_and_admit_no_invalid_one(value) -> None:
+    """Soundness and completeness of the checks with prefix checks on: the compiled
+    grammar accepts exactly the instances `jsonschema` accepts (canonical spelling)."""
+    text = json.dumps(value).encode()
+    for name, schema in PREFIX_EXACT.items():
+        valid = jsonschema.Draft202012Validator(schema).is_valid(value)
+        assert _compiled(name).accepts_bytes(text) == valid, (name, text)
+
+
+def test_completion_through_required_formats_rewrites_only_the_refused_value() -> None:
+    """An email left to validation after a uuid and two date-times: the whole-text search
+    used to drown in equally short date-time spellings; the repair rewrites the email."""
+    schema = {"$schema": "http://json-schema.org/draft-04/schema#", "type": "object",
+              "properties": {"id": {"type": "string", "format": "uuid"},
+                             "created": {"type": "string", "format": "date-time"},
+                             "updated": {"type": "string", "format": "date-time"},
+                             "email": {"type": "string", "format": "email", "minLength": 1}},
+              "required": ["id", "created", "updated", "email"]}
+    cg = compile_grammar(compile_json_schema(schema).grammar, ASCII, cache_dir=None)
+    done = cg.matcher().shortest_completion(strict=True)
+    assert done is not None
+    value = json.loads(done)
+    assert "@" in value["email"]
+    from constrained.json_schema.validation import format_checker
+
+    assert jsonschema.Draft4Validator(schema, format_checker=format_checker()).is_valid(value)
+
+
+def test_a_search_that_gives_up_names_the_keyword_and_a_proven_dead_end_is_none() -> None:
+    # keys must hold "a" and "b", be 4+ characters long, and there must be 4 of them:
+    # byte by byte the search does not find such keys within its budget
+    hard = {"type": "object", "minProperties": 4,
+            "allOf": [{"patternProperties": {"^.{1,3}$": False}, "additionalProperties": True},
+                      {"patternProperties": {"a": True}, "additionalProperties": False},
+                      {"patternProperties": {"b": True}, "additionalProperties": False}]}
+    cg = compile_grammar(compile_json_schema(hard).grammar, ASCII, cache_dir=None)
+    m = cg.matcher()
+    with pytest.raises(CompletionSearchError) as err:
+        m.shortest_completion(strict=True)
+    assert err.value.keyword == "minProperties" and err.value.pointer == "/minProperties"
+    assert m.shortest_completion() is None                     # not strict: None, as before
+    # ["a","b", with elements from {"a", "b"}: every element repeats one (in any of its
+    # escape spellings); the exhaustive search runs out of texts, which proves it
+    dup = {"type": "array", "items": {"enum": ["a", "b"]}, "uniqueItems": True}
+    m = compile_grammar(compile_json_schema(dup, whitespace="compact").grammar, ASCII, cache_dir=None).matcher()
+    assert m.advance_many(ASCII.encode('["a","b",')) == 9
+    assert m.shortest_completion(strict=True) is None
+    # [1,2, with numbers: 1.0, 1.00, ... are spellings without end, so nothing is proven
+    dup = {"type": "array", "items": {"enum": [1, 2]}, "uniqueItems": True}
+    m = compile_grammar(compile_json_schema(dup, whitespace="compact").grammar, ASCII, cache_dir=None).matcher()
+    assert m.advance_many(ASCII.encode("[1,2,")) == 5
+    with pytest.raises(CompletionSearchError) as err:
+        m.shortest_completion(strict=True)
+    assert err.value.keyword == "uniqueItems"
+
+
+def test_checked_searches_are_remembered_per_recognizer_and_checks_content() -> None:
+    """The memo of checked searches lives on the recognizer's completion tables and is keyed
+    by the checks' content hash: no stale answer when a freed checks object's id is reused."""
+    from constrained.engine.completion import _tables
+
+    cg = compile_grammar(compile_json_schema({"type": "object", "minProperties": 2}).grammar, ASCII,
+                         cache_dir=None)
+    m = cg.matcher()
+    first = m.shortest_completion()
+    assert first is not None and len(json.loads(first)) == 2
+    memo = _tables(m._rec).checked_memo
+    assert memo and all(k[0] == m._checks.content_hash() for k in memo)
+    from constrained.engine.checked import witnesses_of
+
+    again = checked_completion(m._rec, m._history[-1], m._checks, m._cstates[-1], b"",
+                               witnesses=witnesses_of(m._checks))
+    assert again == first and len(memo) == 1
