@@ -469,3 +469,81 @@ def test_full_vocabulary_masks_are_the_byte_level_definition(smollm2_vocab) -> N
             assert got == want, (b"".join(tb[u] for u in ids[:i]), sorted(got ^ want)[:8])
         assert m.advance(t)
     assert m.is_accepting()
+
+
+# ---------------------------------------------------------------------- random specs
+_SMALL_SCHEMAS = [{"type": "integer"}, {"enum": ["a", "b"]}, {"type": "array", "items": {"type": "integer"},
+                                                              "uniqueItems": True}]
+
+
+def _reading(spec: dict, text: str) -> bool:
+    """Any legacy structural tag read directly: at the first place a trigger ends, a tag with
+    that trigger (every begin that fits is tried), its schema's JSON value, its end; again."""
+    structures = spec["structures"]
+
+    def rest(pos: int) -> bool:
+        ends = [(text.find(t, pos) + len(t), t) for t in spec["triggers"] if text.find(t, pos) >= 0]
+        if not ends:
+            return True
+        first = min(e for e, _ in ends)
+        for e, trig in ends:
+            if e != first:
+                continue
+            at = e - len(trig)
+            for s in structures:
+                if not (s["begin"].startswith(trig) and text.startswith(s["begin"], at)):
+                    continue
+                got = _value_end(text, at + len(s["begin"]))
+                if got is None:
+                    continue
+                value, end = got
+                if jsonschema.Draft202012Validator(s["schema"]).is_valid(value) and \
+                        text.startswith(s["end"], end) and rest(end + len(s["end"])):
+                    return True
+        return False
+
+    return rest(0)
+
+
+def _random_spec(rng: random.Random) -> dict:
+    alphabet = "<ab>"
+    triggers = sorted({"".join(rng.choice(alphabet) for _ in range(rng.randint(1, 3))) for _ in range(2)})
+    # no trigger may start another (each begin then starts with exactly one trigger)
+    triggers = [t for t in triggers if not any(u != t and t.startswith(u) for u in triggers)]
+    structures = []
+    for _ in range(rng.randint(1, 3)):
+        trig = rng.choice(triggers)
+        structures.append({"begin": trig + "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 2))),
+                           "schema": rng.choice(_SMALL_SCHEMAS),
+                           "end": "".join(rng.choice(alphabet + "/") for _ in range(rng.randint(0, 3)))})
+    return {"type": "structural_tag", "triggers": triggers, "structures": structures}
+
+
+def _random_tagged_text(rng: random.Random, spec: dict) -> str:
+    parts = []
+    for _ in range(rng.randint(0, 4)):
+        if rng.random() < 0.5:
+            parts.append("".join(rng.choice("<ab>/ x") for _ in range(rng.randint(0, 5))))
+        else:
+            s = rng.choice(spec["structures"])
+            parts.append(s["begin"] + rng.choice(["1", "-2", '"a"', '"c"', "[1,2]", "[2,2]", "[]", "x"]) +
+                         (s["end"] if rng.random() < 0.85 else ""))
+    return "".join(parts)
+
+
+def test_random_specs_agree_with_the_reading() -> None:
+    """Random triggers over a four-letter alphabet (overlapping, self-overlapping, suffixes of
+    one another), begins, ends and schemas with checks: the compiled grammar accepts exactly
+    what the direct reading of the semantics accepts."""
+    rng = random.Random(2024)
+    vocab = TokenVocabulary.from_token_bytes([bytes([c]) for c in range(256)] + [b""], eos_ids=[256])
+    seen = {True: 0, False: 0}
+    for _ in range(25):
+        spec = _random_spec(rng)
+        cg = compile_grammar(Grammar.from_structural_tag(spec, **OPTIONS), vocab, cache_dir=None)
+        for _ in range(40):
+            text = _random_tagged_text(rng, spec)
+            want = _reading(spec, text)
+            seen[want] += 1
+            assert cg.accepts_bytes(text.encode()) == want, (spec, text)
+    assert min(seen.values()) > 100

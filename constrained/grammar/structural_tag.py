@@ -224,9 +224,10 @@ class _Compiler:
             by_trigger[matching[0]].append(i)
         any_trigger = _alternation(list(by_trigger))
         # free text then a trigger, where that trigger's end is the first place any trigger ends
+        # (a trigger with another one inside it, ending before its own end, never gets there)
         calls = []
         for trig, idx in by_trigger.items():
-            if not idx:
+            if not idx or any(_ends_inside(u, trig) for u in by_trigger if u != trig):
                 continue
             excl = [f"{_ANY}{any_trigger}(?s:.+)"]
             if excludes:
@@ -234,21 +235,21 @@ class _Compiler:
             lead = b.terminal(_ANY + re.escape(trig), excluding=excl, hint="TEXT_TRIGGER")
             rest = b.rule("tags", [(self._tag_after(tags[i], f"{path}.tags[{i}]", len(trig)),) for i in idx])
             calls.append((lead, rest))
-        call = b.rule("call", calls)
         final = self._free(list(by_trigger) + excludes, "free_text")
         whole = b.rule("tag_any", [(self._tag(t, f"{path}.tags[{i}]"),) for i, t in enumerate(tags)])
         at_least_one = bool(fmt.get("at_least_one", False))
         stop_after_first = bool(fmt.get("stop_after_first", False))
         if at_least_one and stop_after_first:
             return whole
+        call = b.rule("call", calls) if calls else None      # None: no tag is reachable by a trigger
+        if stop_after_first:                                  # free text, or free text and one tag
+            return b.rule("triggered", [(final,)] + ([(call,)] if call else []))
+        calls_star = b.fresh("calls")                         # any number of (free text, tag)
+        b._rules.append(_rule(calls_star, ()))
+        if call:
+            b._rules.append(_rule(calls_star, (calls_star, call)))
         if at_least_one:
-            calls_star = b.fresh("calls")
-            b._rules.extend([_rule(calls_star, ()), _rule(calls_star, (calls_star, call))])
             return b.rule("triggered", [(whole, calls_star, final)])
-        if stop_after_first:
-            return b.rule("triggered", [(call,), (final,)])
-        calls_star = b.fresh("calls")
-        b._rules.extend([_rule(calls_star, ()), _rule(calls_star, (calls_star, call))])
         return b.rule("triggered", [(calls_star, final)])
 
     def _separated(self, fmt: Mapping, path: str) -> str:
@@ -286,6 +287,17 @@ def _merged_schemas(elements: list) -> list:
               "json_schema": {"anyOf": [e.get("json_schema", e.get("schema", True)) for e in schemas]}}
     out = [e for e in elements if not any(e is s for s in schemas)]
     return [merged] + out
+
+
+def _ends_inside(inner: str, outer: str) -> bool:
+    """Whether ``inner`` occurs in ``outer`` ending before ``outer`` ends (so a text reaching
+    ``outer`` meets ``inner`` first)."""
+    i = outer.find(inner)
+    while i >= 0:
+        if i + len(inner) < len(outer):
+            return True
+        i = outer.find(inner, i + 1)
+    return False
 
 
 def _rule(lhs: str, rhs: tuple):
