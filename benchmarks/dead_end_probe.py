@@ -15,7 +15,9 @@ past the compile limit as *compile timeout*), then per walk, from a fresh matche
 Outcomes per walk: ``valid``; ``invalid`` (the engine finished with text the schema
 refuses: a soundness bug); ``dead_end`` (no completion: the mask let the walk into a
 prefix the engine cannot finish; recorded with the schema's value-checked keywords,
-`SchemaCompilation.checked`); ``error`` (an exception, a mask-allowed token the matcher
+`SchemaCompilation.checked`, and the keyword that explains it: the one the bounded
+search gave up on, `shortest_completion(strict=True)` raising `CompletionSearchError`,
+or, where no completion exists, the one that refuses the grammar's own completion); ``error`` (an exception, a mask-allowed token the matcher
 refuses, a completion the matcher refuses); ``timeout`` (the walk ran past its limit:
 the schema's remaining walks are skipped).  A final text the reference validator
 itself cannot evaluate (it raises) is ``validator_error``, not held against the engine.
@@ -193,11 +195,20 @@ def walk(compiled, schema, rng: np.random.Generator) -> dict:
         tokens.append(t)
     prefix = text_of(tokens)
     rec.update(stop=stop, tokens=tokens, prefix=prefix.decode("utf-8", "replace"))
+    from constrained.engine.checked import CheckedMatcher
+    from constrained.engine.completion import CompletionSearchError
+
     t0 = time.perf_counter()
-    completion = m.shortest_completion()
+    try:
+        completion = m.shortest_completion(strict=True) if isinstance(m, CheckedMatcher) else m.shortest_completion()
+    except CompletionSearchError as e:   # the search gave up, naming the check it could not satisfy
+        completion = None
+        rec["gave_up"] = {"keyword": e.keyword, "pointer": e.pointer}
     rec["completion_s"] = round(time.perf_counter() - t0, 4)
     if completion is None:
         rec.update(outcome="dead_end", _matcher=m)
+        if "gave_up" not in rec:
+            rec["refused"] = refused_keyword(m)
         return rec
     rec["completion"] = completion.decode("utf-8", "replace")
     finish = m.completion_tokens(completion) if hasattr(m, "completion_tokens") else None
@@ -223,6 +234,28 @@ def walk(compiled, schema, rng: np.random.Generator) -> dict:
     if why:
         rec["detail"] = why
     return rec
+
+
+def refused_keyword(m) -> dict | None:
+    """The check that refuses the grammar's own shortest completion of ``m`` (keyword and
+    schema pointer, `JsonValueChecks.failure`); None where the grammar itself has none."""
+    from constrained.engine import completion as C
+
+    rec, history, checks = getattr(m, "_rec", None), getattr(m, "_history", None), getattr(m, "_checks", None)
+    if rec is None or history is None or checks is None or not hasattr(checks, "failure"):
+        return None
+    first = C.shortest_completion(rec, history[-1])
+    if first is None:
+        return None
+    f = checks.failure(m._cstates[-1], bytes(m._text), first)
+    return None if f is None else {"keyword": f.keyword, "pointer": f.pointer}
+
+
+def dead_end_keyword(d: dict) -> str | None:
+    """The keyword a dead end is explained by: the one the search gave up on, else the one
+    that refuses the grammar's completion where no completion exists."""
+    why = d.get("gave_up") or d.get("refused") or {}
+    return why.get("keyword")
 
 
 def diagnose_dead_end(m, budget_factor: int = 10) -> dict:
@@ -336,7 +369,7 @@ def probe_schema(index: int, record: dict, vocab, *, walks: int, seed: int, walk
             if "fresh_completion" not in out:
                 try:
                     with _alarm(walk_timeout):
-                        fresh = compiled.matcher().shortest_completion()
+                        fresh = compiled.matcher().shortest_completion()  # None where the search gives up
                     out["fresh_completion"] = None if fresh is None else fresh.decode("utf-8", "replace")
                 except _Timeout:
                     out["fresh_completion"] = "(timed out)"
@@ -372,7 +405,7 @@ def summarize(results: list[dict]) -> dict:
             item = {"index": r["index"], "id": r["id"], "split": r["split"], "walk": w["walk"],
                     "checked": r.get("checked", [])}
             item.update({k: w[k] for k in ("phase", "detail", "prefix", "completion", "text", "tokens", "stop",
-                                            "diagnosis") if k in w})
+                                            "diagnosis", "gave_up", "refused") if k in w})
             if w["outcome"] == "dead_end":
                 item["fresh_completion"] = r.get("fresh_completion")
             detail[w["outcome"]].append(item)
@@ -382,6 +415,9 @@ def summarize(results: list[dict]) -> dict:
                 for kw in kws:
                     dead_schemas_by_keyword[kw].add(r["index"])
     by_cause = Counter(_cause_class(d.get("diagnosis", {}).get("cause")) for d in detail["dead_end"])
+    by_refused = Counter((f"search gave up on {dead_end_keyword(d)}" if "gave_up" in d
+                          else f"no completion; the grammar's is refused by {dead_end_keyword(d)}")
+                         for d in detail["dead_end"])
     checked_schemas = sum(1 for r in results if r.get("checked"))
     return {
         "schemas": len(results), "compiled": status.get("compiled", 0),
@@ -392,6 +428,7 @@ def summarize(results: list[dict]) -> dict:
         "dead_end_pct": round(100 * outcomes.get("dead_end", 0) / walks, 2) if walks else 0.0,
         "dead_ends_by_checked_keywords": dict(by_keyword.most_common()),
         "dead_ends_by_cause": dict(by_cause.most_common()),
+        "dead_ends_by_refused_keyword": dict(by_refused.most_common()),
         "dead_end_schemas_by_keyword": {k: sorted(v) for k, v in sorted(dead_schemas_by_keyword.items())},
         "compile_errors": [{"index": r["index"], "id": r["id"], "detail": r.get("detail")}
                            for r in results if r["status"] == "compile_error"],
@@ -433,6 +470,9 @@ def markdown(summary: dict, meta: dict) -> str:
         lines += ["| cause of the dead end | dead ends |", "|---|---:|"]
         lines += [f"| {c} | {n} |" for c, n in s["dead_ends_by_cause"].items()]
         lines.append("")
+        lines += ["| the engine's answer (`shortest_completion(strict=True)`) | dead ends |", "|---|---:|"]
+        lines += [f"| {c} | {n} |" for c, n in s.get("dead_ends_by_refused_keyword", {}).items()]
+        lines.append("")
 
     def esc(x: str, n: int = 160) -> str:
         x = x if len(x) <= n else x[:n] + "…"
@@ -453,6 +493,10 @@ def markdown(summary: dict, meta: dict) -> str:
                 diag = d.get("diagnosis", {})
                 cause = diag.get("cause", "") + ("; a fresh matcher has none either"
                                                  if d.get("fresh_completion") is None else "")
+                if "gave_up" in d:
+                    cause = f"gave up on {d['gave_up']['keyword']} at {d['gave_up']['pointer']}; " + cause
+                elif d.get("refused"):
+                    cause = f"refused by {d['refused']['keyword']} at {d['refused']['pointer']}; " + cause
                 prefix = json.dumps(d.get("prefix", ""), ensure_ascii=False)
                 prefix = prefix if len(prefix) <= 200 else prefix[:80] + " … " + prefix[-100:]
                 lines.append(f"| {d['index']} | {d['split']} | {d['walk']} | {esc(checked, 200)} | "
