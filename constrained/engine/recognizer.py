@@ -277,7 +277,7 @@ class Recognizer:
         for lx in self.start_lexemes(node):
             starts = lex_start.get(lx)
             if starts is None:
-                starts = lex_start[lx] = byte_mask(self.transitions[lx][START] != 0)
+                starts = self._lexeme_start_mask(lx)
             if not starts & first:      # the lexeme starts with no remainder's first byte
                 continue
             live, child = cset.scan(self.dfas[lx])
@@ -292,11 +292,24 @@ class Recognizer:
                         parts.append(sub)
         return self._union(parts)
 
+    def _lexeme_start_mask(self, lx: int) -> int:
+        """The bytes lexeme ``lx`` can start with, as an int bitmask (bit ``b`` for byte ``b``)."""
+        hit = self._lex_start_mask.get(lx)
+        if hit is None:
+            hit = self._lex_start_mask[lx] = byte_mask(self.transitions[lx][START] != 0)
+        return hit
+
     def _start_mask(self, node: int) -> int:
-        """`_start_bytes` of ``node`` as an int bitmask (bit ``b`` for byte ``b``)."""
+        """`_start_bytes` of ``node`` as an int bitmask (bit ``b`` for byte ``b``): the OR of
+        its lexemes' masks (ints, no numpy per lexeme)."""
         hit = self._start_mask_memo.get(node)
         if hit is None:
-            hit = self._start_mask_memo[node] = byte_mask(self._start_bytes(node))
+            hit = 0
+            lex_start = self._lex_start_mask
+            for lx in self.start_lexemes(node):
+                m = lex_start.get(lx)
+                hit |= self._lexeme_start_mask(lx) if m is None else m
+            self._start_mask_memo[node] = hit
         return hit
 
     def _start_bytes(self, node: int) -> np.ndarray:

@@ -757,6 +757,9 @@ class SchemaCompiler:
         if key not in self._fits:
             from constrained.automata.byte_dfa import compile_terminal
 
+            if key in _TOO_LARGE:               # known from an earlier schema of this process
+                self._fits[key] = None
+                return None
             try:
                 dfa = compile_terminal(main, also, excluding)
                 self._fits[key] = bool(dfa.accepting.any())
@@ -764,6 +767,9 @@ class SchemaCompiler:
                 raise                           # out of time, not too large: nothing to drop
             except CompileLimitError:
                 self._fits[key] = None
+                if len(_TOO_LARGE) >= 1024:
+                    _TOO_LARGE.clear()
+                _TOO_LARGE.add(key)
         return self._fits[key]
 
     # ------------------------------------------------------------------ arrays
@@ -1122,6 +1128,12 @@ def _float_safe_bound(bound: Any, exclusive: bool, *, upward: bool):
     from decimal import Decimal
 
     return Decimal(repr(f))  # type: ignore[return-value]
+
+
+# terminals whose automaton exceeds the default limits (the compiled ones are cached by
+# `compile_terminal`; a refusal is not, and finding it out costs a whole determinization:
+# an ``email`` format, ~0.3 s, once per process instead of once per schema)
+_TOO_LARGE: set[tuple[str, tuple, tuple]] = set()
 
 
 @functools.lru_cache(maxsize=8192)
