@@ -14,8 +14,11 @@ in the tokens left*.  Two means, both per request and per step:
   would break the invariant (`constrained.integrations.vllm` does, for the argmax
   under greedy decoding and for the top candidates under sampling).  A caller that
   cannot (vLLM's structured-output backend sees no logits) sets a ``margin`` instead:
-  the plan starts while that many spare tokens remain, so only a token that opens
-  more than ``margin`` tokens of completion at once can still break the invariant.
+  the plan starts while that many spare tokens remain, or as many as the largest jump
+  of the completion's length one token has caused in this output so far (a schema's
+  repeated structure, an array of objects with required members, teaches it the
+  first time), so only a token that opens more than that at once can still break the
+  invariant.
 
 EOS is never forced: at the budget a complete output ends by the budget itself.
 
@@ -46,11 +49,13 @@ class BudgetGuard:
     (the whole output it leads to, so a rolled-back or diverged output never follows a
     stale plan) and the completions of recently seen outputs."""
 
-    __slots__ = ("max_tokens", "margin", "_target", "_memo")
+    __slots__ = ("max_tokens", "margin", "max_jump", "_target", "_memo", "_last")
 
     def __init__(self, max_tokens: int | None, *, margin: int = 0) -> None:
         self.max_tokens = max_tokens
         self.margin = margin
+        self.max_jump = 0          # the most one token has lengthened the completion (margin > 0 only)
+        self._last: tuple[int, int] | None = None
         self._target: tuple[int, ...] | None = None
         self._memo: OrderedDict[tuple[int, ...], tuple[int, ...] | None] = OrderedDict()
 
@@ -86,14 +91,21 @@ class BudgetGuard:
         if matcher.is_accepting():
             return None
         completion = self._completion(matcher, tokens)
-        if not completion or len(completion) + self.margin < left:
+        if completion is not None and self.margin:
+            if self._last is not None and self._last[0] == len(tokens) - 1:
+                self.max_jump = max(self.max_jump, len(completion) - self._last[1] + 1)
+            self._last = (len(tokens), len(completion))
+        margin = max(self.margin, self.max_jump) if self.margin else 0
+        if not completion or len(completion) + margin < left:
             return None
         self._target = tokens + completion
         return completion[0]
 
     def keeps_room(self, matcher, token: int) -> bool:
         """Whether the output still has a completion within the budget after ``token``
-        (EOS: whether the output is complete now)."""
+        (EOS: whether the output is complete now).  True where no completion is known
+        from the output so far either: the guard cannot help there, and refusing every
+        token would only end the output sooner."""
         left = self.left(matcher)
         if token in matcher.compiled.eos_set:
             return matcher.is_accepting()
@@ -102,5 +114,10 @@ class BudgetGuard:
         probe = matcher.fork()
         if not probe.advance(token):
             return False
-        completion = self._completion(probe, matcher.tokens + (token,))
-        return completion is not None and len(completion) <= left - 1
+        tokens = matcher.tokens
+        completion = self._completion(probe, tokens + (token,))
+        if completion is None:
+            # no completion found after the token: it leads nowhere, unless none is found
+            # from here either (the search gave up): then nothing can be promised either way
+            return self._completion(matcher, tokens) is None
+        return len(completion) <= left - 1

@@ -16,9 +16,10 @@ text has ``::=`` rules, else ``lark``, STRUCTURAL_TAG -> ``structural_tag``.
 
 Differences from the logits-processor route: the backend sees no logits, so its budget
 guard cannot check the likeliest candidates; it forces the shortest completion once only
-`BUDGET_MARGIN` spare tokens remain.  A single token that opens more than that margin of
-completion just before the budget (a member whose value is a large required object) can
-still cut the output there; the logits-processor route has no such gap.
+`BUDGET_MARGIN` spare tokens remain, or as many as the largest jump in completion length
+one token caused earlier in the output.  A token that opens more than that at once just
+before the budget (a first member whose value is a large required object) can still cut
+the output there; the logits-processor route has no such gap.
 """
 
 from __future__ import annotations

@@ -229,6 +229,13 @@ class ConstrainedLogitsProcessor(LogitsProcessorBase):  # type: ignore[misc,vali
         for t, j in zip(live, live_rows):
             if j not in forced:
                 _guarded(t, lambda t, j=j: self._keep_room(t, sub[j]))
+        stuck = (~torch.isfinite(sub).any(dim=-1)).nonzero().flatten().tolist()
+        for j in stuck:                   # nothing allowed (a state with no completion): end the request
+            t = self._tracked[rows[j]]
+            logger.warning("constrained: a request reached a state with no allowed token; ending it")
+            t.failed = True
+            if t.end_ids:
+                sub[j, list(t.end_ids)] = 0.0
         logits.index_copy_(0, index, sub)
         return logits
 
