@@ -265,3 +265,17 @@ def test_extract_grounded_copies_the_text():
     assert isinstance(out[0], GroundingError) and out[1] in ({}, {"d": "2020-02-02"})
     with pytest.raises(GroundingError):
         extract(explicit, "no date", model=lm)
+
+
+def test_numbers_grounded_only_when_asked():
+    text = "port 587, retries 3.5"
+    schema = {"type": "object", "properties": {"port": {"type": "integer", "x-grounded": True},
+                                               "n": {"type": "number"}}}
+    ref = Reference(compile_json_schema(schema, grounding=Grounding(text), whitespace="compact").grammar)
+    assert ref.accepts(b'{"port":587}') and ref.accepts(b'{"port":58}') and not ref.accepts(b'{"port":588}')
+    assert ref.accepts(b'{"n":12}')
+    bounded = {"type": "integer", "minimum": 1000, "x-grounded": True}
+    with pytest.raises(GroundingError):
+        compile_json_schema(bounded, grounding=Grounding(text))
+    assert Reference(compile_json_schema({"type": "number", "x-grounded": True},
+                                         grounding=Grounding(text)).grammar).accepts(b"3.5")

@@ -343,7 +343,7 @@ class SchemaCompiler:
         if "boolean" in kinds:
             out += [(b.lit("true"),), (b.lit("false"),)]
         if "integer" in kinds or "fraction" in kinds:
-            out += self._number(conj, fractions="fraction" in kinds)
+            out += grounding.grounded_numbers(self, conj, self._number(conj, fractions="fraction" in kinds))
         if "string" in kinds:
             out += self._string(conj)
         if "array" in kinds:

@@ -17,7 +17,8 @@ Per value, the schema decides with the annotation ``x-grounded`` (pydantic:
   cannot invent values of; labels are often not spelled in the text), nor are
   numbers and booleans;
 * ``true``: grounded, also an ``enum``/``const`` (only its values that occur in the
-  text stay), even when ``Grounding.default`` is false;
+  text stay) and a number (spelled as a substring of the text: ``587`` where the text
+  says ``587``), even when ``Grounding.default`` is false (booleans never);
 * ``false``: never grounded.
 
 When no substring of the text satisfies a grounded value's schema (a ``format:
@@ -246,6 +247,36 @@ def enum_strings(compiler: SchemaCompiler, conj, strings: list[str]) -> list[str
     if not kept:
         unground(compiler, conj, True, "no enum/const string occurs in the text")
     return kept
+
+
+def grounded_numbers(compiler: "SchemaCompiler", conj, alternatives: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
+    """A number value's ``alternatives`` (single terminals of `SchemaCompiler._number`),
+    each intersected with the raw substrings of the text where ``x-grounded: true``
+    says so (numbers are not grounded by default): the number must be spelled as the
+    text spells it.  None left: `GroundingError`."""
+    from constrained.automata.byte_dfa import compile_terminal
+    from constrained.automata.substrings import substrings_regex
+
+    grounding = compiler.options.grounding
+    if grounding is None or not alternatives or annotation(conj) is not True:
+        return alternatives
+    marker = substrings_regex(grounding.text, quoted=False)
+    defs = {name: key for key, name in compiler.b.terminals.items()}
+    out = []
+    for alt in alternatives:
+        regex, also, excluding = defs[alt[0]]
+        also = tuple(also) + (marker,)
+        try:
+            empty = not compile_terminal(regex, also, excluding).accepting.any()
+        except CompileTimeoutError:
+            raise
+        except CompileLimitError as e:
+            unground(compiler, conj, True, f"the number's automaton with the text's is too large ({e})")
+        if not empty:
+            out.append((compiler.b.term(regex, "GROUNDED_NUM", also, excluding),))
+    if not out:
+        unground(compiler, conj, True, "no number spelled in the text fits its schema")
+    return out
 
 
 def unground(compiler: SchemaCompiler, conj, said: bool | None, why: str) -> None:
