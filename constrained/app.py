@@ -189,7 +189,9 @@ def extraction_grammar(json_schema: Any, text: str | None = None, *, grounded: b
                        **schema_options) -> Grammar:
     """The grammar `extract` decodes with: `Grammar.from_json_schema` with compact
     whitespace, canonical keys and enum strings (jump-forward appends them) and no
-    members beyond the declared ones where ``additionalProperties`` is absent, unless
+    members beyond the declared ones where ``additionalProperties`` is absent and the
+    object declares ``properties`` (``additional_properties="declared"``: an object
+    that declares none stays a map, so ``{"minProperties": 3}`` can be met), unless
     ``schema_options`` say otherwise.  With ``text``, values are grounded in it where
     ``grounded`` (every free string) or their ``x-grounded: true`` annotation says so
     (`constrained.json_schema.grounding`).  Grammars without grounding are kept per
@@ -203,7 +205,7 @@ def extraction_grammar(json_schema: Any, text: str | None = None, *, grounded: b
         ['GROUNDED']
     """
     schema_options.setdefault("whitespace", "compact")
-    schema_options.setdefault("additional_properties", False)
+    schema_options.setdefault("additional_properties", "declared")
     schema_options.setdefault("fixed_strings", "canonical")
     if text is not None and (grounded or _asks_grounding(json_schema)):
         from constrained import Grammar
@@ -257,8 +259,8 @@ def extract(schema: Any, text: str, *, model=None, instructions: str | None = No
     replaced by the schema); ``schema_options`` go to `Grammar.from_json_schema`
     (defaults here: compact whitespace, keys and enum strings in their canonical
     spelling so jump-forward can append them, and no members beyond the declared ones
-    where ``additionalProperties`` is absent — a sound restriction that keeps small
-    models from copying schema keywords into the value).  ``progress`` shows a
+    where ``additionalProperties`` is absent and ``properties`` are declared — a sound
+    restriction that keeps small models from copying schema keywords into the value).  ``progress`` shows a
     token bar on a terminal.  ``speculative`` (a drafter or its name, see
     `constrained.speculative.drafter_from_spec`) decodes speculatively: the same
     output for greedy, the same distribution for sampling rules, fewer forward

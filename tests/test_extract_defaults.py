@@ -1,0 +1,36 @@
+"""`extract`'s grammar defaults keep every satisfiable schema satisfiable.
+
+Regression (MaskBench dev ``Handwritten---pnmp10``, found by
+benchmarks/extraction_accuracy.py): an object that declares no ``properties`` but needs
+``minProperties: 3`` was compiled with "no members beyond the declared ones", so only
+``{}`` was left, which the check refuses: a dead end at ``{``.  ``extract`` now
+restricts members only where ``properties`` are declared (``additional_properties=
+"declared"``).
+"""
+
+from __future__ import annotations
+
+import jsonschema
+
+from constrained.app import extract, extraction_grammar
+from constrained.models import LanguageModel
+from constrained.testing.reference import Reference
+
+SCHEMA = {"type": "object", "not": {"anyOf": [{"propertyNames": {"not": {"enum": ["1", "3"]}}},
+                                              {"propertyNames": {"not": {"enum": ["2", "3"]}}}]},
+          "minProperties": 3}
+
+
+def test_object_without_properties_stays_a_map():
+    ref = Reference(extraction_grammar(SCHEMA))
+    assert ref.accepts(b'{"1":"value1","2":"value2","4":"value4"}')
+    declared = Reference(extraction_grammar({"type": "object", "properties": {"a": {"type": "integer"}}}))
+    assert declared.accepts(b'{"a":1}') and not declared.accepts(b'{"b":1}')
+
+
+def test_extract_meets_min_properties_without_declared_properties():
+    lm = LanguageModel.tiny(seed=0)
+    for grounded in (False, True):
+        value = extract(SCHEMA, "The 2 is value2. Note that the 4 is set to value4. 1 — value1.", model=lm,
+                        max_tokens=96, grounded=grounded)
+        assert jsonschema.Draft202012Validator(SCHEMA).is_valid(value)
