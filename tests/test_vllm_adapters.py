@@ -116,7 +116,7 @@ def test_spec_parsing_and_errors():
     for bad, words in [({}, "names none"), ({"regex": 1}, "regex must be a string"),
                        ({"json_schema": "{"}, "not valid JSON"), ({"json_schema": [1]}, "object or a boolean"),
                        ({"json_schema": True, "colour": 1}, "unknown option"),
-                       ({"lark": "start: A", "whitespace": "compact"}, "json_schema constraints only"),
+                       ({"lark": "start: A", "whitespace": "compact"}, "json_schema and structural_tag"),
                        ({"choice": []}, "non-empty list"), ({"regex": "a", "timeout": -1}, "timeout"),
                        ({"gbnf": "  "}, "empty")]:
         with pytest.raises(ConstraintSpecError, match=words):
@@ -201,6 +201,33 @@ def test_outputs_are_valid_and_finish_inside_max_tokens(temperature):
     for o, b in zip(outs, budgets):
         assert len(o) <= b
         jsonschema.validate(json.loads(text(o)), SCHEMA)
+
+
+def test_structural_tag_requests_call_tools_with_valid_arguments():
+    """A structural tag through the processor: free text, then after the trigger a tagged
+    value of the tool's schema, then free text again; the model is pushed to call."""
+    tag = {"type": "structural_tag", "triggers": ["<f>"],
+           "structures": [{"begin": "<f>", "schema": {"type": "object", "properties": {"n": {"type": "integer"}},
+                                                      "required": ["n"]}, "end": "</f>"}]}
+    proc = processor()
+    out: list[int] = []
+    proc.update_state(Update(1, added=[(0, params({"structural_tag": tag, "whitespace": "compact"}, 40), [], out)]))
+    script = list(VOCAB.encode("ok <f>"))
+    rng = torch.Generator().manual_seed(4)
+    for _ in range(40):
+        logits = torch.randn(1, WIDTH, generator=rng)
+        if script:
+            logits[0, script[0]] += 50.0
+        proc.apply(logits)
+        t = int(torch.argmax(logits[0]))
+        if script and t == script[0]:
+            script.pop(0)
+        out.append(t)
+        if t == EOS:
+            break
+    body = text(out)
+    assert body.startswith("ok <f>") and "</f>" in body
+    json.loads(body[len("ok <f>"):body.index("</f>")])["n"]
 
 
 def test_batch_moves_swaps_and_removals_keep_each_request_on_its_own_matcher():

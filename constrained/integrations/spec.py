@@ -14,8 +14,8 @@ compile timeout:
   strings (the output is one of them, verbatim);
 * ``structural_tag``: a structural-tag spec (free text with schema-constrained
   tagged sections; `constrained.grammar.structural_tag`);
-* options (JSON Schema only): the fields of `JsonSchemaOptions` (``whitespace``,
-  ``property_order``, ``additional_properties``, ...);
+* options (for ``json_schema`` and the schemas of a ``structural_tag``): the fields of
+  `JsonSchemaOptions` (``whitespace``, ``property_order``, ``additional_properties``, ...);
 * ``timeout``: compile time limit in seconds (default `DEFAULT_COMPILE_TIMEOUT`).
 
 Example:
@@ -97,12 +97,12 @@ class ConstraintSpec:
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
                                     or not timeout > 0):
             raise ConstraintSpecError(f"timeout must be a positive number of seconds or null, not {timeout!r}")
-        if rest and kind != "json_schema":
-            raise ConstraintSpecError(f"options {sorted(rest)} apply to json_schema constraints only, "
-                                      f"not to {kind}")
+        if rest and kind not in ("json_schema", "structural_tag"):
+            raise ConstraintSpecError(f"options {sorted(rest)} apply to json_schema and structural_tag "
+                                      f"constraints only, not to {kind}")
         unknown = sorted(set(rest) - _schema_options())
         if unknown:
-            raise ConstraintSpecError(f"unknown option(s) {unknown} for a json_schema constraint; known: "
+            raise ConstraintSpecError(f"unknown option(s) {unknown} for a {kind} constraint; known: "
                                       f"{sorted(_schema_options())}")
         source = cls._source(kind, request[kind])
         options = tuple(sorted(rest.items()))
@@ -167,7 +167,7 @@ class ConstraintSpec:
             pattern = "|".join(_REGEX_META.sub(r"\\\g<0>", c) for c in json.loads(self.source))
             return Grammar.from_regex(pattern, source="<choice>")
         if self.kind == "structural_tag":
-            return Grammar.from_structural_tag(json.loads(self.source))
+            return Grammar.from_structural_tag(json.loads(self.source), **dict(self.options))
         raise AssertionError(self.kind)  # pragma: no cover - from_request admits SOURCE_KINDS only
 
 
