@@ -22,7 +22,12 @@ import numpy as np
 import pytest
 
 from constrained import Grammar, TokenVocabulary, compile_grammar, unpack_mask
-from constrained.errors import GrammarSyntaxError, RegexError, StructuralTagError
+from constrained.errors import (
+    GrammarSyntaxError,
+    RegexError,
+    StructuralTagError,
+    UnsupportedGrammarError,
+)
 from constrained.grammar.derivations import GrammarSampler, RandomChooser
 from constrained.testing import assert_complete, assert_mask_exact, assert_sound
 from constrained.testing.reference import Reference
@@ -547,3 +552,17 @@ def test_random_specs_agree_with_the_reading() -> None:
             seen[want] += 1
             assert cg.accepts_bytes(text.encode()) == want, (spec, text)
     assert min(seen.values()) > 100
+
+
+def test_lark_regex_substrings_and_extensions_inside_terminals() -> None:
+    vocab = TokenVocabulary.from_token_bytes([bytes([c]) for c in range(256)] + [b""], eos_ids=[256])
+    g = Grammar.from_lark('start: "Q: " quote ";"\nquote: %regex {"substring_chars": "hello wörld"}')
+    cg = compile_grammar(g, vocab, cache_dir=None)
+    for text, ok in [("Q: lo wö;", True), ("Q: hello wörld;", True), ("Q: d;", True), ("Q: low;", False),
+                     ("Q: ;", False), ("Q: wörlds;", False)]:
+        assert cg.accepts_bytes(text.encode()) is ok, text
+    with pytest.raises(UnsupportedGrammarError, match="substring_words"):
+        Grammar.from_lark('start: %regex {"substring_words": "a b"}')
+    with pytest.raises(UnsupportedGrammarError, match="inside the definition of terminal 'A'") as e:
+        Grammar.from_lark('start: A\nA: "x" %json {"type": "integer"}')
+    assert (e.value.line, e.value.column) == (2, 8)

@@ -11,6 +11,10 @@ Two extensions (llguidance's spelling):
   JSON Schema, compiled with `Grammar.from_json_schema` and embedded; its value checks
   apply to the bytes of that value alone (`constrained.grammar.compose.SectionChecks`).
   lark's ``%ignore`` applies inside the value too (between its JSON tokens).
+* ``%regex {"substring_chars": TEXT}``: any non-empty substring of TEXT (an automaton
+  of the text's substrings, `constrained.automata.substrings`); other ``%regex`` options
+  of llguidance are refused (write regexes as lark's own ``/.../``).  Neither may stand
+  inside a terminal's definition (`UnsupportedGrammarError`).
 * lark's ``common.lark`` terminals with look-around (``ESCAPED_STRING``,
   ``_STRING_ESC_INNER``) are translated to their exact regular equivalents:
   ``ESCAPED_STRING`` is what lark itself accepts, a quoted string whose quotes inside are
@@ -87,13 +91,16 @@ def _lark_error(e: Exception, text: str, source: str) -> GrammarError:
 
 
 _PLACEHOLDER = "_JSONSCHEMA{}"
+_REGEX_PLACEHOLDER = "_REGEXSPEC{}"
+_EXTENSION = re.compile(r"<%extension\\? (\d+)>")   # a placeholder's text inlined into another terminal
 
 
 def _json_sections(text: str, source: str) -> tuple[str, list[tuple[str, Any, int, int]]]:
-    """``text`` with every ``%json {...}`` replaced by a placeholder terminal (defined at the
-    end), and the schemas: ``(placeholder, schema, line, column)``.  Lark strings, regexes and
+    """``text`` with every ``%json {...}`` and ``%regex {...}`` replaced by a placeholder
+    terminal (defined at the end), and their specs: ``(placeholder, spec, line, column)``
+    (placeholders of ``%regex`` are named `_REGEX_PLACEHOLDER`).  Lark strings, regexes and
     comments are skipped."""
-    if "%json" not in text:
+    if "%json" not in text and "%regex" not in text:
         return text, []
     out: list[str] = []
     sections: list[tuple[str, Any, int, int]] = []
@@ -111,22 +118,24 @@ def _json_sections(text: str, source: str) -> tuple[str, list[tuple[str, Any, in
             j = text.find("\n", i)
             i = n if j < 0 else j
             continue
-        if text.startswith("%json", i) and not (i + 5 < n and (text[i + 5].isalnum() or text[i + 5] == "_")):
+        word = "%json" if text.startswith("%json", i) else "%regex" if text.startswith("%regex", i) else None
+        k = i + len(word) if word else i
+        if word and not (k < n and (text[k].isalnum() or text[k] == "_")):
             line = text.count("\n", 0, i) + 1
             column = i - (text.rfind("\n", 0, i) + 1) + 1
-            j = i + 5
-            while j < n and text[j] in " \t":
-                j += 1
+            while k < n and text[k] in " \t":
+                k += 1
+            what = "a JSON Schema" if word == "%json" else "a JSON object (e.g. {\"substring_chars\": ...})"
             try:
-                schema, end = decoder.raw_decode(text, j)
+                spec, end = decoder.raw_decode(text, k)
             except json.JSONDecodeError as e:
-                raise GrammarSyntaxError(f"%json must be followed by a JSON Schema: {e.msg}", line=line,
+                raise GrammarSyntaxError(f"{word} must be followed by {what}: {e.msg}", line=line,
                                          column=column, source=source) from None
-            if not isinstance(schema, (dict, bool)):
-                raise GrammarSyntaxError("%json must be followed by a JSON Schema (an object or a boolean)",
-                                         line=line, column=column, source=source)
-            name = _PLACEHOLDER.format(len(sections))
-            sections.append((name, schema, line, column))
+            if not isinstance(spec, dict if word == "%regex" else (dict, bool)):
+                raise GrammarSyntaxError(f"{word} must be followed by {what}", line=line, column=column,
+                                         source=source)
+            name = (_PLACEHOLDER if word == "%json" else _REGEX_PLACEHOLDER).format(len(sections))
+            sections.append((name, spec, line, column))
             out.append(text[last:i] + " " + name + " ")
             i = last = end
             continue
@@ -134,8 +143,26 @@ def _json_sections(text: str, source: str) -> tuple[str, list[tuple[str, Any, in
     if not sections:
         return text, []
     out.append(text[last:])
-    out.extend(f'\n{name}: "<%json {k}>"' for k, (name, _, _, _) in enumerate(sections))
+    out.extend(f'\n{name}: "<%extension {k}>"' for k, (name, _, _, _) in enumerate(sections))
     return "".join(out) + "\n", sections
+
+
+def _regex_terminal(name: str, spec: dict, line: int, column: int, source: str) -> TerminalDef:
+    """The terminal of ``%regex {...}`` (llguidance's spelling): ``substring_chars`` is any
+    non-empty substring of the given text."""
+    from constrained.automata.substrings import substrings_regex
+
+    keys = sorted(spec)
+    if keys != ["substring_chars"]:
+        other = [k for k in keys if k != "substring_chars"] or keys
+        raise UnsupportedGrammarError(f"%regex supports only {{\"substring_chars\": TEXT}}, not {other}; "
+                                      "write other regexes as lark /.../ terminals", line=line, column=column,
+                                      source=source)
+    text = spec["substring_chars"]
+    if not isinstance(text, str) or not text:
+        raise GrammarSyntaxError("%regex substring_chars must be a non-empty string", line=line, column=column,
+                                 source=source)
+    return TerminalDef(name, "(?s:.+)", also=(substrings_regex(text, quoted=False),))
 
 
 def _terminal_regex(name: str, regex: str) -> str:
@@ -187,10 +214,24 @@ def grammar_from_lark(text: str, *, start: str = "start", source: str = "<lark>"
         raise GrammarSyntaxError(f"lark could not import a grammar: {e}", source=source) from None
 
     placeholders = {name for name, _, _, _ in sections}
+    where = {name: (line, column) for name, _, line, column in sections}
+    by_index = [name for name, _, _, _ in sections]
+    regex_specs = {name: spec for name, spec, _, _ in sections if name.startswith("_REGEXSPEC")}
+    sections = [s for s in sections if s[0] not in regex_specs]
     terminals = []
     for t in parser.terminals:
+        if t.name in regex_specs:
+            terminals.append(_regex_terminal(t.name, regex_specs[t.name], *where[t.name], source))
+            continue
         if t.name in placeholders:
             continue
+        inside = _EXTENSION.search(t.pattern.to_regexp()) if sections or regex_specs else None
+        if inside:
+            name = by_index[int(inside.group(1))]
+            kind = "%json" if name.startswith("_JSONSCHEMA") else "%regex"
+            raise UnsupportedGrammarError(f"{kind} inside the definition of terminal {t.name!r}: use it in a rule "
+                                          "(a terminal is one regular expression)", line=where[name][0],
+                                          column=where[name][1], source=source)
         pattern = getattr(t, "pattern", None)
         if pattern is None:
             line, column = _locate(original, t.name)
