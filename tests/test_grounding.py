@@ -279,3 +279,29 @@ def test_numbers_grounded_only_when_asked():
         compile_json_schema(bounded, grounding=Grounding(text))
     assert Reference(compile_json_schema({"type": "number", "x-grounded": True},
                                          grounding=Grounding(text)).grammar).accepts(b"3.5")
+
+
+def test_grounded_masks_full_vocabulary(smollm2_vocab):
+    """With SmolLM2's whole vocabulary: at states of random masked walks the fast mask
+    equals the byte-level definition (each token's bytes through the recognizer)."""
+    from test_exactness import ByteLevelMask
+
+    text = TEXTS[0]
+    g = compile_json_schema(SCHEMA, grounding=Grounding(text), whitespace="compact",
+                            fixed_strings="canonical").grammar
+    cg = compile_grammar(g, smollm2_vocab, cache_dir=None)
+    definition = ByteLevelMask(smollm2_vocab)
+    rec, size, eos = cg.recognizer, len(smollm2_vocab), set(smollm2_vocab.eos_ids)
+    rng = random.Random("full")
+    states = 0
+    for _ in range(4):
+        m = cg.matcher()
+        for _ in range(25):
+            fast = unpack_mask(m.mask(), size)[:size].astype(bool)
+            assert np.array_equal(fast, definition.allowed(rec, m.state_id))
+            states += 1
+            ids = [int(t) for t in np.flatnonzero(fast) if int(t) not in eos]
+            if not ids or (fast[list(eos)].any() and rng.random() < 0.15):
+                break
+            assert m.advance(rng.choice(ids))
+    assert states >= 30
