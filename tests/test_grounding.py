@@ -21,7 +21,7 @@ import jsonschema
 import numpy as np
 import pytest
 
-from constrained import Grammar, TokenVocabulary, compile_grammar, unpack_mask
+from constrained import TokenVocabulary, compile_grammar, unpack_mask
 from constrained.automata.byte_dfa import compile_regex
 from constrained.automata.substrings import substrings_regex, suffix_automaton
 from constrained.errors import ConstrainedError, RegexError
