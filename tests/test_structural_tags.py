@@ -566,3 +566,21 @@ def test_lark_regex_substrings_and_extensions_inside_terminals() -> None:
     with pytest.raises(UnsupportedGrammarError, match="inside the definition of terminal 'A'") as e:
         Grammar.from_lark('start: A\nA: "x" %json {"type": "integer"}')
     assert (e.value.line, e.value.column) == (2, 8)
+
+
+def test_prefix_checks_of_a_section_use_the_whole_text() -> None:
+    """A string longer than a checked maxLength (above what the grammar counts) is refused as
+    its characters are written, inside a tag after free text (offsets into the whole output)."""
+    spec = {"type": "structural_tag", "triggers": ["<f>"], "structures": [
+        {"begin": "<f>", "end": "</f>", "schema": {"type": "object", "properties": {
+            "s": {"type": "string", "maxLength": 30}}, "required": ["s"]}}]}
+    vocab = TokenVocabulary.from_token_bytes([bytes([c]) for c in range(256)] + [b"aaaa", b""], eos_ids=[257])
+    cg = compile_grammar(Grammar.from_structural_tag(spec, whitespace="compact"), vocab, cache_dir=None)
+    prefix = b'some text <f>{"s":"' + b"a" * 28
+    m = cg.matcher()
+    assert m.advance_many(list(prefix)) == len(prefix)
+    allowed = set(np.flatnonzero(unpack_mask(m.mask(), len(vocab))).tolist())
+    assert ord("a") in allowed and 256 not in allowed        # 29 fits; 28 + "aaaa" does not
+    assert m.advance(ord("a")) and m.advance(ord("a"))
+    assert not m.allows(ord("a")) and m.allows(ord('"'))
+    assert cg.accepts_bytes(prefix + b'aa"}</f>') and not cg.accepts_bytes(prefix + b'aaa"}</f>')

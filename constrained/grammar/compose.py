@@ -44,6 +44,7 @@ import re
 import threading
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -188,6 +189,21 @@ def _byte_vocab():
 
         _BYTE_VOCAB = TokenVocabulary.from_token_bytes([bytes([b]) for b in range(256)] + [b""], eos_ids=[256])
     return _BYTE_VOCAB
+
+
+def _takes_text(checks) -> bool:
+    """Whether ``checks.candidates`` takes the ``text`` keyword (newer checks protocol)."""
+    return _candidates_take_text(type(checks))
+
+
+@lru_cache(maxsize=64)
+def _candidates_take_text(cls: type) -> bool:
+    import inspect
+
+    try:
+        return "text" in inspect.signature(cls.candidates).parameters
+    except (TypeError, ValueError):    # pragma: no cover - builtins without signatures
+        return False
 
 
 _CONTAINING: dict[tuple[str, bytes], np.ndarray] = {}
@@ -388,7 +404,7 @@ class SectionChecks:
                 return False
         return True
 
-    def candidates(self, state: tuple, mask: np.ndarray, vocab, key=None) -> np.ndarray:
+    def candidates(self, state: tuple, mask: np.ndarray, vocab, key=None, text=None) -> np.ndarray:
         """Tokens of ``mask`` that may complete a checked value in some section (a superset of
         those `step` refuses): each section's own candidates (containers closing).  Where a
         section's *root* value may be a checked scalar or string (validated when it ends,
@@ -400,8 +416,10 @@ class SectionChecks:
         from constrained.masks import allowed_token_ids
 
         _, per = state
-        parts = [inner.candidates(per[k][0], mask, vocab, None)    # no memo key: an inner checks
-                 for k, (_, inner, _) in enumerate(self.sections)]  # object may serve other grammars
+        # no memo key: an inner checks object may serve other grammars; ``text`` (the whole
+        # output: inner states hold offsets into it) where the inner checks take it
+        parts = [inner.candidates(per[k][0], mask, vocab, None, **({"text": text} if _takes_text(inner) else {}))
+                 for k, (_, inner, _) in enumerate(self.sections)]
         if any(self._root_checked):
             root_open = [(e[2], e[3]) for e, c in zip(per, self._root_checked) if c and (e[3] >= 0 or e[2] != OUT)]
             if any(mode == OUT for mode, _ in root_open):            # a root scalar
