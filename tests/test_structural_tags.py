@@ -584,3 +584,19 @@ def test_prefix_checks_of_a_section_use_the_whole_text() -> None:
     assert m.advance(ord("a")) and m.advance(ord("a"))
     assert not m.allows(ord("a")) and m.allows(ord('"'))
     assert cg.accepts_bytes(prefix + b'aa"}</f>') and not cg.accepts_bytes(prefix + b'aaa"}</f>')
+
+
+def test_failures_and_completions_through_sections(legacy) -> None:
+    """The completion search's hints: a section's failure located in the whole text, and
+    shortest completions that satisfy each section's checks."""
+    checks = legacy.grammar.checks
+    f = checks.failure(checks.start(), b"", b"x <f=b>10</f>")
+    assert (f.keyword, f.value_start, f.value_end) == ("multipleOf", 7, 9)
+    f = checks.failure(checks.start(), b"", b"x <f=a>[1,2]</f>")
+    assert (f.keyword, f.value_start, f.value_end) == ("contains", 7, 12)
+    assert checks.failure(checks.start(), b"", b"x <f=a>[3]</f>") is None
+    for prefix in (b"x <f=a>[1,2", b"x <f=b>1", b'x <f=s>"n', b'<f=p>{"x":1,"tags":[1'):
+        m = legacy.matcher()
+        assert m.advance_many([b + 1 for b in prefix]) == len(prefix)
+        done = m.shortest_completion()
+        assert done is not None and oracle((prefix + done).decode()), (prefix, done)

@@ -455,6 +455,64 @@ class SectionChecks:
             self._vetoed[memo_key] = hit
         return hit
 
+    # ------------------------------------------------------------------ completion search hints
+    def deficit(self, state: tuple) -> int:
+        """The sections' own lower bounds on the bytes their open containers still need."""
+        return sum(inner.deficit(e[0]) for (_, inner, _), e in zip(self.sections, state[1])
+                   if callable(getattr(inner, "deficit", None)))
+
+    def blank_is_insignificant(self, state: tuple) -> bool:
+        """Whether a blank read in ``state`` means nothing to any check: no section is inside a
+        string (free text is unchecked, whitespace between JSON tokens is ignored)."""
+        return all(e[0][1] == OUT and e[2] == OUT for e in state[1])
+
+    def failure(self, state: tuple, text: bytes, data: bytes):
+        """Where ``data`` (read after ``text``) first fails a section's check, as that section's
+        checks describe it (their ``failure``; offsets into ``text + data``), or None if every
+        check passes to the end."""
+        text, data = bytes(text), bytes(data)
+        whole, base, cs = text + data, len(text), state
+        for j in range(len(data)):
+            nxt = self.step(cs, whole[:base + j], data[j:j + 1])
+            if nxt is None:
+                return self._refusal(cs, whole, base + j)
+            cs = nxt
+        if self.accepts_end(cs, whole):
+            return None
+        for k, (inner_state, _, mode, vstart) in enumerate(cs[1]):
+            if self._root_checked[k] and vstart >= 0 and mode == OUT and \
+                    not self._root_ok(k, whole, b"", vstart, len(whole)):
+                return self._root_failure(k, whole, vstart, len(whole))
+        return None
+
+    def _refusal(self, cs: tuple, whole: bytes, at: int):
+        """The failure of byte ``whole[at]`` in state ``cs`` (`step` refused it)."""
+        rec = self._recognizer()
+        sid, per = cs
+        inside = self._sections_of(rec.byte_step(sid, whole[at]))
+        b = whole[at]
+        for k, (inner_state, depth, mode, vstart) in enumerate(per):
+            inner = self.sections[k][1]
+            if self._root_checked[k] and vstart >= 0 and depth == 0:
+                ends = (mode == OUT and (k not in inside or b not in _SCALAR)) or (mode == STR and b == 0x22)
+                stop = at + 1 if mode == STR else at
+                if ends and not self._root_ok(k, whole, b"", vstart, stop):
+                    return self._root_failure(k, whole, vstart, stop)
+            if k in inside and inner.step(inner_state, whole[:at], whole[at:at + 1]) is None:
+                own = getattr(inner, "failure", None)
+                return own(inner_state, whole[:at], whole[at:at + 1]) if callable(own) else None
+        return None
+
+    def _root_failure(self, k: int, whole: bytes, start: int, end: int):
+        """A section's root scalar or string ``whole[start:end]`` refused: its checks' own account,
+        moved to where the value is in the text."""
+        inner = self.sections[k][1]
+        own = getattr(inner, "failure", None)
+        f = own(inner.start(), b"", whole[start:end]) if callable(own) else None
+        if f is not None:
+            f.offset, f.value_start, f.value_end = f.offset + start, f.value_start + start, f.value_end + start
+        return f
+
     def witnesses(self) -> tuple[bytes, ...]:
         out: dict[bytes, None] = {}
         for _, inner, _ in self.sections:
