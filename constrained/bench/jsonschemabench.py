@@ -39,6 +39,9 @@ run resumes; ``--fresh`` starts over), then ``jsonschemabench.md`` /
 N`` runs N processes, each with its own copy of the model.
 
     constrained bench jsonschemabench --data dev.jsonl.gz --model default --limit 200 --unconstrained
+
+``--engine vllm`` runs the same prompts through vLLM instead, with each of its
+structured-output backends and this project's two routes (`constrained.bench.vllm_serving`).
 """
 
 from __future__ import annotations
@@ -451,6 +454,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--out", default=str(DEFAULT_RESULTS))
     ap.add_argument("--fresh", action="store_true", help="discard earlier results in --out")
     ap.add_argument("--summarize-only", action="store_true")
+    ap.add_argument("--engine", choices=["project", "vllm"], default="project",
+                    help="vllm: the prompts through offline vLLM, once per --backend (constrained.bench.vllm_serving)")
+    ap.add_argument("--backend", action="append", default=None,
+                    help="with --engine vllm: constrained, constrained-lp, xgrammar, guidance, outlines "
+                         "(repeatable; default all)")
     args = ap.parse_args(argv)
 
     records = read_schemas(args.data)
@@ -462,6 +470,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         step = len(records) / args.limit
         records = [records[int(i * step)] for i in range(args.limit)]
     out = Path(args.out)
+    if args.engine == "vllm":
+        from constrained.bench.vllm_serving import BACKENDS, run_vllm
+
+        for r in records:
+            r.setdefault("_source", os.path.abspath(args.data))
+        return run_vllm(records, backends=args.backend or list(BACKENDS), max_tokens=args.max_tokens,
+                        model=args.model, out=out)
     out.mkdir(parents=True, exist_ok=True)
     results_path = out / f"{STEM}.jsonl"
     if args.fresh and not args.summarize_only:
