@@ -412,3 +412,18 @@ def test_backend_budget_forces_the_shortest_completion(backend, spare):
         t = loop if loop in allowed else rng.choice(allowed)
         assert g.accept_tokens("r", [t])
     jsonschema.validate(json.loads(text(g.matcher.tokens)), SCHEMA)
+
+
+def test_backend_registration_is_gated_to_tested_vllm_releases(monkeypatch, caplog):
+    from constrained.integrations.vllm import _compat, plugin
+
+    assert plugin._supported("0.32.0") and plugin._supported("0.32.5rc1")
+    assert not plugin._supported("0.33.0") and not plugin._supported(None) and not plugin._supported("1.32.0")
+    monkeypatch.setattr(plugin, "vllm_version", lambda: "0.40.0")
+    monkeypatch.setitem(plugin._STATE, "registered", False)
+    with caplog.at_level("WARNING", logger="constrained.vllm"):
+        assert plugin.register() is False                      # nothing patched: vLLM left as it was
+    assert "not one of the tested releases" in caplog.text and "0.40.0" in caplog.text
+    monkeypatch.setattr(plugin, "vllm_version", lambda: None)
+    assert plugin.register() is False                          # no vLLM installed
+    assert _compat.TESTED_VERSIONS == ("0.32",)
