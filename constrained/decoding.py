@@ -4,7 +4,7 @@
 inside the source) are masked with the constraint's packed mask (padding logits
 never allowed), a chooser picks a token, the constraint advances, the source
 extends.  EOS is chosen only where the constraint accepts (its bits are in the
-mask only then).  The returned `samplers.base.Sample` carries the model's
+mask only then).  The returned `constrained.constraint.Sample` carries the model's
 unconstrained log-probability of the tokens and why decoding stopped.
 
 `decode_batch` does the same for several sequences with independent constraints
@@ -29,8 +29,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from constrained.constraint import Sample, SupportsCompletion, SupportsForcedTokens
 from constrained.masks import apply_token_mask
-from samplers.base import Sample
 
 
 class _Sequence:
@@ -42,8 +42,9 @@ class _Sequence:
         self.constraint = constraint
         self.eos = eos
         self.max_tokens = max_tokens
-        self.finish = finish_within_budget and hasattr(constraint, "completion_tokens")
-        self.forced_of = getattr(constraint, "forced_tokens", None) if jump_forward else None
+        self.finish = finish_within_budget and isinstance(constraint, SupportsCompletion)
+        self.forced_of = constraint.forced_tokens if jump_forward and isinstance(constraint, SupportsForcedTokens) \
+            else None
         self.tokens: list[int] = []
         self.pending: list[int] = []
         self.logprob = 0.0

@@ -8,44 +8,14 @@ mirostat and the grammar-aligned samplers all implement `Sampler.run`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol
 
-from samplers.constraint import Constraint
+from constrained.constraint import Constraint, LogitsSource, Sample
 
-
-@runtime_checkable
-class LogitsSource(Protocol):
-    """Next-token logits for a growing prefix."""
-
-    def logits(self):
-        """Float logits (torch, 1-D, the model's full width) for the current prefix."""
-
-    def extend(self, tokens: list[int]) -> None:
-        """Append tokens to the prefix."""
-
-    def fork(self) -> "LogitsSource":
-        """An independent copy."""
+__all__ = ["LogitsSource", "Sample", "Sampler", "multinomial", "uniform"]
 
 
-@dataclass
-class Sample:
-    """One output: its tokens (EOS excluded), the model's log-probability of them
-    (unconstrained, temperature 1), and why it stopped: ``"eos"`` (the constraint
-    accepted and EOS was chosen), ``"max_tokens"`` or ``"dead_end"`` (nothing allowed)."""
-
-    tokens: list[int]
-    logprob: float = 0.0
-    stop: str = "eos"
-    forced: int = 0                  # tokens appended by jump-forward, not sampled
-    info: dict = field(default_factory=dict)
-
-    @property
-    def finished(self) -> bool:
-        return self.stop == "eos"
-
-
-def multinomial(probs, generator=None) -> int:
+def multinomial(probs: Any, generator: Any = None) -> int:
     """One index drawn with probability proportional to ``probs`` (a 1-D torch tensor on
     any device).  The draw is made on ``generator``'s device: a seeded CPU generator
     (``torch.Generator().manual_seed(s)``, what `constrained.generate` makes for
@@ -65,7 +35,7 @@ def multinomial(probs, generator=None) -> int:
     return int(torch.multinomial(probs, 1, generator=generator))
 
 
-def uniform(shape=1, generator=None, dtype=None):
+def uniform(shape: Any = 1, generator: Any = None, dtype: Any = None) -> Any:
     """Uniform draws in [0, 1) of ``shape`` from ``generator``, made on its device (the
     CPU's global generator without one) and returned on the CPU (a torch tensor), so a
     CUDA generator works too."""
@@ -79,4 +49,4 @@ class Sampler(Protocol):
     """``run(source, constraint, eos_ids, max_tokens=..., generator=...) -> list[Sample]``."""
 
     def run(self, source: LogitsSource, constraint: Constraint, eos_ids: tuple[int, ...], *,
-            max_tokens: int, generator=None) -> list[Sample]: ...
+            max_tokens: int, generator: Any = None) -> list[Sample]: ...

@@ -4,8 +4,9 @@ Some constraints are a context-free grammar *and* predicates on completed
 values (the JSON Schema compiler's `JsonValueChecks`: ``uniqueItems``,
 overlapping ``oneOf``, ``not``, ...).  The grammar gives the mask; the checks
 follow the bytes produced and veto the tokens that would complete a value
-failing its predicate.  Any object with this protocol can be a grammar's
-``checks``:
+failing its predicate.  Any object with this protocol (typed as
+`constrained.grammar.checks.ValueChecks` and its optional capabilities) can be a
+grammar's ``checks``:
 
 * ``start() -> state`` (immutable, shared by forks);
 * ``step(state, text, data) -> state | None``: ``data`` follows ``text`` (bytes or

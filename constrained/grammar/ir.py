@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from constrained.errors import GrammarError, RegexError
+from constrained.grammar.checks import ValueChecks
 
 JSON_SCHEMA_SOURCE = "<json schema>"   # the `Grammar.source` of grammars compiled from JSON Schemas
 
@@ -148,8 +149,8 @@ class Grammar:
     start: str
     ignore: tuple[str, ...] = ()
     source: str = field(default="<grammar>", compare=False)
-    checks: Any = field(default=None, compare=False)
-    """Value-level checks beside the rules (`constrained.engine.checked.ValueChecks`;
+    checks: ValueChecks | None = field(default=None, compare=False)
+    """Value-level checks beside the rules (`constrained.grammar.checks.ValueChecks`;
     the JSON Schema compiler's `JsonValueChecks`), or None: the language is then
     the strings of the grammar that also pass the checks."""
 

@@ -40,8 +40,9 @@ from __future__ import annotations
 import math
 from typing import Protocol
 
+from constrained.constraint import Sample
 from constrained.masks import apply_token_mask
-from samplers.base import Sample, multinomial, uniform
+from samplers.base import multinomial, uniform
 
 
 class StepTarget(Protocol):

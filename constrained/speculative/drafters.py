@@ -32,6 +32,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from constrained.constraint import SupportsForcedTokens
+
 
 @dataclass
 class Draft:
@@ -68,10 +70,9 @@ class ForcedDrafter:
     """The tokens the constraint forces next (`Matcher.forced_tokens`); free drafts."""
 
     def draft(self, context, constraint, k: int, generator=None) -> Draft:
-        forced = getattr(constraint, "forced_tokens", None)
-        if forced is None or k <= 0:
+        if not isinstance(constraint, SupportsForcedTokens) or k <= 0:
             return Draft()
-        return Draft(_allowed_prefix(forced()[:k], constraint))
+        return Draft(_allowed_prefix(constraint.forced_tokens()[:k], constraint))
 
     def observe(self, tokens) -> None:
         pass
