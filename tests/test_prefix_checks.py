@@ -130,7 +130,17 @@ def test_max_properties_refuses_the_comma_of_a_member_too_many() -> None:
 
 def test_max_items_and_unique_strings_are_refused_where_the_element_completes() -> None:
     m = _matcher_after("maxItems", b'["a","b","c"')
+    assert not _allows_byte(m, b",") and _allows_byte(m, b"]")      # (the grammar counts 3)
+    # past max_repetition (256) the grammar does not count: the value check does
+    schema = {"type": "array", "maxItems": 300}
+    sc = compile_json_schema(schema, whitespace="compact")
+    assert ("", "maxItems") in sc.checked
+    m = compile_grammar(sc.grammar, ASCII, cache_dir=None).matcher()
+    text = "[" + "0," * 299 + "0"
+    assert m.advance_many(ASCII.encode(text)) == len(text)
     assert not _allows_byte(m, b",") and _allows_byte(m, b"]")
+    m.rollback(2)                                                    # 299 elements: one more may come
+    assert _allows_byte(m, b",")
     m = _matcher_after("uniqueItems strings", b'["a","b","a')
     assert not _allows_byte(m, b'"') and _allows_byte(m, b"b")        # "a" again: refused at its quote
 

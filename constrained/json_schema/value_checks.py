@@ -78,6 +78,8 @@ OBJ, ARR = 0, 1
 OUT, STR, ESC = 0, 1, 2                # tracker modes: outside strings, inside, after a backslash
 KEY, COLON, VALUE = 0, 1, 2            # object phases
 MAX_CLOSES = 8                         # close counts profiled exactly; more are simulated
+# maxItems up to this is counted by the grammar (JsonSchemaOptions.max_repetition's default)
+_COUNTED_ITEMS = 256
 
 _WS = frozenset(b" \t\n\r")
 
@@ -156,14 +158,19 @@ class CheckCursor:
         return hit
 
     def keys_restricted(self) -> bool:
-        """Whether some key may be doomed here (`key_doomed` can be true): ``propertyNames``,
-        or ``false`` under ``additionalProperties`` / ``patternProperties``."""
+        """Whether some key the grammar admits may be doomed here (`key_doomed` can be true
+        where the grammar did not already exclude the key): ``propertyNames`` beyond a
+        string's pattern/length/format, ``false`` under ``patternProperties``, or
+        ``additionalProperties: false`` in more than one part (``allOf`` branches)."""
         hit = self._bounds.get("keys", False)
         if hit is False:
-            hit = any(p.has("propertyNames") or p.get("additionalProperties") is False
-                      or (isinstance(p.get("patternProperties"), dict)
-                          and any(v is False for v in p.get("patternProperties").values()))
-                      for p in self.conj)
+            closed = sum(1 for p in self.conj if p.get("additionalProperties") is False)
+            hit = closed > 1 or any(
+                (p.has("propertyNames") and not (isinstance(p.get("propertyNames"), dict) and set(
+                    p.get("propertyNames")) <= {"pattern", "minLength", "maxLength", "format", "type"}))
+                or (isinstance(p.get("patternProperties"), dict)
+                    and any(v is False for v in p.get("patternProperties").values()))
+                for p in self.conj)
             self._bounds["keys"] = hit
         return hit
 
@@ -197,7 +204,8 @@ class _Profiles:
         n = len(lengths)
         self.closes: list[list[np.ndarray]] = []
         self.internal: list[np.ndarray] = []
-        self.commas: list[np.ndarray] = []
+        self.commas: list[list[np.ndarray]] = []     # [mode][r]: tokens with >= r such commas
+        self.comma_keys: list[np.ndarray] = []
         self.ends_string: list[np.ndarray] = []
         self.opens: list[np.ndarray] = []
         self._longer: dict[int, np.ndarray] = {}
@@ -207,7 +215,9 @@ class _Profiles:
             depth = np.zeros(n, dtype=np.int32)
             low = np.zeros(n, dtype=np.int32)
             inner = np.zeros(n, dtype=bool)
-            comma0 = np.zeros(n, dtype=bool)          # a comma at the starting level or below (outside strings)
+            ncomma = np.zeros(n, dtype=np.int32)      # commas at the starting level or below (outside strings)
+            after_comma = np.zeros(n, dtype=bool)
+            ckey = np.zeros(n, dtype=bool)            # such a comma, then a whole string (a key) after it
             opened = np.zeros(n, dtype=bool)
             trig = np.zeros(n, dtype=bool)            # opens a container, then a comma or a string's end
             ostr = np.zeros(n, dtype=bool)            # opens a string
@@ -225,7 +235,10 @@ class _Profiles:
                 d -= closing
                 np.minimum(low[:k], d, out=low[:k])
                 quote, slash = c == 0x22, c == 0x5C
-                comma0[:k] |= out & (c == 0x2C) & (d <= 0)
+                comma_here = out & (c == 0x2C) & (d <= 0)
+                ckey[:k] |= after_comma[:k] & s & quote & (d <= 0)
+                after_comma[:k] |= comma_here
+                ncomma[:k] += comma_here
                 qend[:k] |= s & quote & (d <= 0)
                 trig[:k] |= opened[:k] & ((out & (c == 0x2C)) | (s & quote))
                 opened[:k] |= opening
@@ -241,7 +254,10 @@ class _Profiles:
             self.closes.append([pack_mask(closes >= r) for r in range(MAX_CLOSES + 1)])
             self.internal.append(pack_mask(inside))
             trig |= ostr & (lengths[order] > 24)     # ... or opens a string past a counted maxLength
-            for acc, out_list in ((comma0, self.commas), (qend, self.ends_string), (trig, self.opens)):
+            flat = np.empty(n, dtype=np.int32)
+            flat[order] = ncomma
+            self.commas.append([pack_mask(flat >= r) for r in range(MAX_CLOSES + 1)])
+            for acc, out_list in ((ckey, self.comma_keys), (qend, self.ends_string), (trig, self.opens)):
                 flat = np.empty(n, dtype=bool)
                 flat[order] = acc
                 out_list.append(pack_mask(flat))
@@ -352,7 +368,8 @@ class JsonValueChecks:
                 if limit >= 0 and _too_long(text, data, sstart, base + i - 1, limit):
                     return None
                 if is_key and frames:
-                    key = json.loads(_slice(text, data, sstart, base + i))
+                    raw = _slice(text, data, sstart, base + i)
+                    key = raw[1:-1].decode("utf-8", "surrogatepass") if b"\\" not in raw else json.loads(raw)
                     kind, fstart, cur, _, _, keys = frames[-1]
                     if cur is not None:
                         if key in keys or cur.key_doomed(key):
@@ -396,7 +413,7 @@ class JsonValueChecks:
                 kind, fstart, cur, _, slot, keys = frames[-1]
                 if kind == ARR and cur is not None:
                     m = cur.bound("maxItems")
-                    if m is not None and slot + 2 > m:
+                    if m is not None and m > _COUNTED_ITEMS and slot + 2 > m:
                         return None                          # an element past maxItems
                     if cur.bound("uniqueItems") and _repeats(text, data, fstart, base + i):
                         return None                          # a scalar element repeated
@@ -575,18 +592,41 @@ class JsonValueChecks:
         if not internal:
             return _NONE
         r = min(len(frames) - deepest, MAX_CLOSES) if deepest >= 0 else 0
-        opens = True                          # a container opened inside the token, then continued
-        commas = any(f[2] is not None and any(f[2].bound(k) is not None
-                                              for k in ("maxItems", "maxProperties", "uniqueItems"))
-                     for f in frames[deepest:]) if deepest >= 0 else False
-        ends = any(f[2] is not None and (f[2].keys_restricted() or (f[0] == ARR and bool(f[2].bound("uniqueItems")))
-                                         or (f[0] == OBJ and f[5] and _may_repeat(state, f, text)))
-                   for f in frames[deepest:]) if deepest >= 0 else False
+        # a value opened inside the token and continued there gets a cursor only below one
+        opens = (frames[-1][2] is not None) if frames else self.root is not None
+        need = MAX_CLOSES + 1                 # tokens with at least this many commas (at or below the level)
+        ends = keys = False
+        top = frames[-1] if frames else None
+        for f in frames[deepest:] if deepest >= 0 else ():
+            cur = f[2]
+            if cur is None:
+                continue
+            if f[0] == ARR:
+                m = cur.bound("maxItems")
+                if m is not None and m > _COUNTED_ITEMS:   # smaller bounds: the grammar counts them
+                    need = min(need, max(1, m - f[4]))
+                if cur.bound("uniqueItems"):
+                    ends = True
+                    need = min(need, 1 if f[4] >= 1 else 2)
+                continue
+            m = cur.bound("maxProperties")
+            if m is not None:
+                need = min(need, max(1, m - len(f[5])))
+            if cur.keys_restricted() or f[5]:         # a key the token ends may be refused
+                if f is not top:
+                    keys = True                       # it closes inner values, then ',"key"'
+                elif mode != OUT and state[3]:
+                    ends = ends or cur.keys_restricted() or _may_repeat(state, f, text)
+                elif mode == OUT and f[3] == KEY:
+                    ends = True
+                else:
+                    keys = True                       # the value ends, then ',"key"'
+        commas = need if need <= MAX_CLOSES else 0
         room = -1
         if mode != OUT and state[4] >= 0:
             left = self.chars_left(state, text) if text is not None else 0
             room = max(0, left)
-        memo_key = None if key is None else (key, mode, r, opens, commas, ends, room, vocab.content_hash())
+        memo_key = None if key is None else (key, mode, r, commas, ends, keys, room, vocab.content_hash())
         if memo_key is not None:
             hit = self._candidates.get(memo_key)
             if hit is not None:
@@ -596,9 +636,11 @@ class JsonValueChecks:
         if opens:
             sel |= prof.opens[mode]
         if commas:
-            sel |= prof.commas[mode]
+            sel |= prof.commas[mode][commas]
         if ends:
             sel |= prof.ends_string[mode]
+        if keys:
+            sel |= prof.comma_keys[mode]
         if room >= 0:
             sel |= prof.longer(room)
         sel &= mask[: sel.size]
