@@ -22,6 +22,12 @@ in the tokens left*.  Two means, both per request and per step:
 
 EOS is never forced: at the budget a complete output ends by the budget itself.
 
+Cost: a completion through value checks is a search (a good fraction of a second on
+hard schemas), so far from the budget — more than twice the last known completion
+plus `FAR_SLACK` tokens left — the guard does not search, except every `REFRESH`
+tokens.  The invariant is then kept unless one token lengthens the completion by more
+than that headroom at once.
+
 Example:
     >>> from constrained import Grammar, TokenVocabulary, compile_grammar
     >>> vocab = TokenVocabulary.from_token_bytes([b"[", b"]", b"1", b",", b""], eos_ids=[4])
@@ -42,6 +48,12 @@ from collections import OrderedDict
 __all__ = ["BudgetGuard"]
 
 _MEMO = 32      # completions remembered per request (speculative decoding revisits its states)
+#: Far from the budget (more than twice the last known completion plus `FAR_SLACK` tokens
+#: left, growing by `FAR_STEP` per token since), completions are not searched, except every
+#: `REFRESH` tokens: through value checks a search can take a good fraction of a second.
+FAR_SLACK = 16
+FAR_STEP = 4
+REFRESH = 16
 
 
 class BudgetGuard:
@@ -49,13 +61,14 @@ class BudgetGuard:
     (the whole output it leads to, so a rolled-back or diverged output never follows a
     stale plan) and the completions of recently seen outputs."""
 
-    __slots__ = ("max_tokens", "margin", "max_jump", "_target", "_memo", "_last")
+    __slots__ = ("max_tokens", "margin", "max_jump", "_target", "_memo", "_last", "_known")
 
     def __init__(self, max_tokens: int | None, *, margin: int = 0) -> None:
         self.max_tokens = max_tokens
         self.margin = margin
         self.max_jump = 0          # the most one token has lengthened the completion (margin > 0 only)
         self._last: tuple[int, int] | None = None
+        self._known: tuple[int, int] | None = None      # (tokens, completion length) last found
         self._target: tuple[int, ...] | None = None
         self._memo: OrderedDict[tuple[int, ...], tuple[int, ...] | None] = OrderedDict()
 
@@ -71,10 +84,19 @@ class BudgetGuard:
             return self._memo[tokens]
         found = matcher.completion_tokens()
         completion = None if found is None else tuple(found)
+        if completion is not None:
+            self._known = (len(tokens), len(completion))
         self._memo[tokens] = completion
         while len(self._memo) > _MEMO:
             self._memo.popitem(last=False)
         return completion
+
+    def _far(self, count: int, left: int) -> bool:
+        """Whether the budget is so far that no search is needed now (see `FAR_SLACK`)."""
+        known = self._known
+        if known is None or count - known[0] >= REFRESH or count < known[0]:
+            return False
+        return left - 1 > 2 * known[1] + FAR_SLACK + FAR_STEP * (count - known[0])
 
     def forced(self, matcher) -> int | None:
         """The token the output must continue with to finish within the budget, or None
@@ -88,7 +110,7 @@ class BudgetGuard:
             if len(tokens) < len(target) and target[:len(tokens)] == tokens:
                 return target[len(tokens)]
             self._target = None                    # the output left the plan (rolled back, or diverged)
-        if matcher.is_accepting():
+        if matcher.is_accepting() or self._far(len(tokens), left):
             return None
         completion = self._completion(matcher, tokens)
         if completion is not None and self.margin:
@@ -109,7 +131,7 @@ class BudgetGuard:
         left = self.left(matcher)
         if token in matcher.compiled.eos_set:
             return matcher.is_accepting()
-        if left is None:
+        if left is None or self._far(len(matcher.tokens), left):
             return True
         probe = matcher.fork()
         if not probe.advance(token):

@@ -224,8 +224,12 @@ class ConstrainedLogitsProcessor(LogitsProcessorBase):  # type: ignore[misc,vali
         for j, ids in forced.items():
             buf[j] = 0
             set_token_bits(buf[j], ids)
-        index = torch.as_tensor(rows, device=logits.device)
-        sub = apply_token_mask(logits.index_select(0, index), buf)
+        contiguous = rows[-1] - rows[0] + 1 == len(rows)
+        if contiguous:                    # the usual case: a view, no copy in and out
+            sub = apply_token_mask(logits[rows[0]:rows[-1] + 1], buf)
+        else:
+            index = torch.as_tensor(rows, device=logits.device)
+            sub = apply_token_mask(logits.index_select(0, index), buf)
         for t, j in zip(live, live_rows):
             if j not in forced:
                 _guarded(t, lambda t, j=j: self._keep_room(t, sub[j]))
@@ -236,7 +240,8 @@ class ConstrainedLogitsProcessor(LogitsProcessorBase):  # type: ignore[misc,vali
             t.failed = True
             if t.end_ids:
                 sub[j, list(t.end_ids)] = 0.0
-        logits.index_copy_(0, index, sub)
+        if not contiguous:
+            logits.index_copy_(0, index, sub)
         return logits
 
     # ------------------------------------------------------------------ internals
