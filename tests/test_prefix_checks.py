@@ -16,8 +16,7 @@ import random
 
 import jsonschema
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from constrained import TokenVocabulary, compile_grammar
 from constrained.engine.checked import CheckedMatcher
@@ -194,18 +193,24 @@ def test_completion_through_required_formats_rewrites_only_the_refused_value() -
 
 
 def test_a_search_that_gives_up_names_the_keyword_and_a_proven_dead_end_is_none() -> None:
-    # keys must hold "a" and "b", be 4+ characters long, and there must be 4 of them:
-    # byte by byte the search does not find such keys within its budget
+    # keys that hold "a", "b" and "c", 4+ characters long, 4 of them: the witnesses join
+    # two patterns' matches, not three, and byte by byte the budget runs out first
     hard = {"type": "object", "minProperties": 4,
             "allOf": [{"patternProperties": {"^.{1,3}$": False}, "additionalProperties": True},
                       {"patternProperties": {"a": True}, "additionalProperties": False},
-                      {"patternProperties": {"b": True}, "additionalProperties": False}]}
+                      {"patternProperties": {"b": True}, "additionalProperties": False},
+                      {"patternProperties": {"c": True}, "additionalProperties": False}]}
     cg = compile_grammar(compile_json_schema(hard).grammar, ASCII, cache_dir=None)
     m = cg.matcher()
     with pytest.raises(CompletionSearchError) as err:
         m.shortest_completion(strict=True)
     assert err.value.keyword == "minProperties" and err.value.pointer == "/minProperties"
     assert m.shortest_completion() is None                     # not strict: None, as before
+    # with two patterns, joined witnesses give such keys
+    two = dict(hard, allOf=hard["allOf"][:3])
+    m = compile_grammar(compile_json_schema(two).grammar, ASCII, cache_dir=None).matcher()
+    done = json.loads(m.shortest_completion(strict=True))
+    assert len(done) == 4 and all("a" in k and "b" in k and len(k) >= 4 for k in done)
     # ["a","b", with elements from {"a", "b"}: every element repeats one (in any of its
     # escape spellings); the exhaustive search runs out of texts, which proves it
     dup = {"type": "array", "items": {"enum": ["a", "b"]}, "uniqueItems": True}

@@ -8,7 +8,9 @@ completion then writes ``""`` and the check refuses it, and a byte search cannot
 guess an address character by character (the check only speaks when the enclosing
 value closes).  `string_witnesses` collects, from every ``format`` / ``pattern`` /
 ``minLength`` / string ``const`` / ``enum`` / ``examples`` / ``default`` of the schema,
-short strings such keywords accept: the shortest matches of the format regexes
+short strings such keywords accept (and, for keys that must match several
+``patternProperties`` patterns at once, two patterns' shortest matches joined): the
+shortest matches of the format regexes
 (`constrained.json_schema.formats`) and of the patterns, written with a few
 character preferences (lowercase, uppercase, digits: the two branches of a
 lower/upper-case ``oneOf`` are told apart).  They are *candidates*:
@@ -185,7 +187,11 @@ def _witnesses(document: str) -> tuple[str, ...]:
 
     found: list[str] = []
     min_lengths: set[int] = set()
+    key_patterns: list[str] = []
     for node in _subschemas(json.loads(document)):
+        pats = node.get("patternProperties")
+        if isinstance(pats, dict):
+            key_patterns += [k for k in pats if isinstance(k, str) and k not in key_patterns]
         f = node.get("format")
         if isinstance(f, str) and f in FORMAT_REGEXES:
             found += shortest_matches(FORMAT_REGEXES[f])
@@ -201,6 +207,16 @@ def _witnesses(document: str) -> tuple[str, ...]:
         for key in ("enum", "examples"):
             if isinstance(node.get(key), list):
                 found += [v for v in node[key] if isinstance(v, str)]
+    # keys that must match several patterns at once (patternProperties of allOf branches
+    # with additionalProperties false): each pattern's shortest match joined to another's,
+    # and the same grown by a character or three (other patterns may forbid short keys)
+    if 2 <= len(key_patterns) <= 8:
+        firsts = [w[0] for w in map(_pattern_witnesses, key_patterns) if w]
+        for a in firsts:
+            for b in firsts:
+                if a != b and b not in a:
+                    joined = a + b
+                    found += [joined + joined[0] * k for k in range(4)]
     # a witness padded to a minLength the schema also asks for
     found += [w + "a" * (n - len(w)) for w in list(found) for n in min_lengths if len(w) < n]
     found += ["a" * n for n in min_lengths]
