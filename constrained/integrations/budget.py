@@ -26,7 +26,8 @@ Cost: a completion through value checks is a search (a good fraction of a second
 hard schemas), so far from the budget — more than twice the last known completion
 plus `FAR_SLACK` tokens left — the guard does not search, except every `REFRESH`
 tokens.  The invariant is then kept unless one token lengthens the completion by more
-than that headroom at once.
+than that headroom at once.  Where the search finds no completion at all (it gives up
+at its limit), the guard cannot help, and it tries again only `REFRESH` tokens later.
 
 Example:
     >>> from constrained import Grammar, TokenVocabulary, compile_grammar
@@ -61,7 +62,7 @@ class BudgetGuard:
     (the whole output it leads to, so a rolled-back or diverged output never follows a
     stale plan) and the completions of recently seen outputs."""
 
-    __slots__ = ("max_tokens", "margin", "max_jump", "_target", "_memo", "_last", "_known")
+    __slots__ = ("max_tokens", "margin", "max_jump", "_target", "_memo", "_last", "_known", "_gave_up")
 
     def __init__(self, max_tokens: int | None, *, margin: int = 0) -> None:
         self.max_tokens = max_tokens
@@ -69,6 +70,7 @@ class BudgetGuard:
         self.max_jump = 0          # the most one token has lengthened the completion (margin > 0 only)
         self._last: tuple[int, int] | None = None
         self._known: tuple[int, int] | None = None      # (tokens, completion length) last found
+        self._gave_up: int | None = None                # tokens when the search last found nothing
         self._target: tuple[int, ...] | None = None
         self._memo: OrderedDict[tuple[int, ...], tuple[int, ...] | None] = OrderedDict()
 
@@ -92,7 +94,11 @@ class BudgetGuard:
         return completion
 
     def _far(self, count: int, left: int) -> bool:
-        """Whether the budget is so far that no search is needed now (see `FAR_SLACK`)."""
+        """Whether the budget is so far that no search is needed now (see `FAR_SLACK`), or
+        the search found nothing from this output fewer than `REFRESH` tokens ago (a search
+        that finds nothing runs to its limit: the slowest kind)."""
+        if self._gave_up is not None and 0 <= count - self._gave_up < REFRESH:
+            return True
         known = self._known
         if known is None or count - known[0] >= REFRESH or count < known[0]:
             return False
@@ -113,6 +119,8 @@ class BudgetGuard:
         if matcher.is_accepting() or self._far(len(tokens), left):
             return None
         completion = self._completion(matcher, tokens)
+        if completion is None:
+            self._gave_up = len(tokens)
         if completion is not None and self.margin:
             if self._last is not None and self._last[0] == len(tokens) - 1:
                 self.max_jump = max(self.max_jump, len(completion) - self._last[1] + 1)
