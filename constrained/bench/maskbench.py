@@ -69,6 +69,7 @@ from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
+
 from constrained.bench.datasets import (  # noqa: E402
     DEFAULT_MASKBENCH as DEFAULT_DATA,
     DEFAULT_RESULTS as RESULTS_DIR,

@@ -30,8 +30,8 @@ import threading
 import numpy as np
 
 from constrained.automata.byte_dfa import START
-from constrained.engine.earley import EarleyParser, NeedsContext
 from constrained.engine.crossing import CrossingSet, CrossingSets, byte_mask
+from constrained.engine.earley import EarleyParser, NeedsContext
 from constrained.engine.terminal_automata import Field, TerminalAutomata
 from constrained.engine.token_tables import TokenTables
 
