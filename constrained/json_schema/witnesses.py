@@ -65,7 +65,7 @@ def shortest_matches(pattern: str, *, flags: int = 0) -> list[str]:
 
 @lru_cache(maxsize=1024)
 def _parse(pattern: str, flags: int):
-    import re._parser as sre_parse          # the parser `re` itself uses (as regex_parser does)
+    import re._parser as sre_parse  # the parser `re` itself uses (as regex_parser does)
 
     return sre_parse.parse(pattern, flags)
 
@@ -73,8 +73,21 @@ def _parse(pattern: str, flags: int):
 def _shortest(items, prefer: str) -> str | None:
     """The shortest string of a parsed (sub)pattern under character preference ``prefer``."""
     from re._constants import (
-        ANY, ASSERT, ASSERT_NOT, AT, ATOMIC_GROUP, BRANCH, GROUPREF, GROUPREF_EXISTS, IN, LITERAL, MAX_REPEAT,
-        MIN_REPEAT, NOT_LITERAL, POSSESSIVE_REPEAT, SUBPATTERN,
+        ANY,
+        ASSERT,
+        ASSERT_NOT,
+        AT,
+        ATOMIC_GROUP,
+        BRANCH,
+        GROUPREF,
+        GROUPREF_EXISTS,
+        IN,
+        LITERAL,
+        MAX_REPEAT,
+        MIN_REPEAT,
+        NOT_LITERAL,
+        POSSESSIVE_REPEAT,
+        SUBPATTERN,
     )
 
     out: list[str] = []
