@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import math
 from pathlib import Path
 
 import numpy as np
@@ -95,7 +94,7 @@ class ASApTrie:
             stack.extend(node.children.values())
         return count
 
-    def node(self, prefix) -> "_Node | None":
+    def node(self, prefix) -> _Node | None:
         """The node of the visited ``prefix`` (None if it was never visited)."""
         node = self.root
         for t in prefix:
@@ -130,7 +129,7 @@ class ASApTrie:
             json.dump(doc, f)
 
     @classmethod
-    def load(cls, path) -> "ASApTrie":
+    def load(cls, path) -> ASApTrie:
         """Read a trie written by `save`; `SamplerError` if the file is not one."""
         try:
             with gzip.open(Path(path), "rt", encoding="utf-8") as f:

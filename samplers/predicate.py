@@ -105,7 +105,7 @@ class PredicateConstraint:
         self.tokens.append(token)
         return True
 
-    def fork(self) -> "PredicateConstraint":
+    def fork(self) -> PredicateConstraint:
         return PredicateConstraint(self.vocab, self.prefix_ok, self.complete_ok,
                                    _state=(list(self._texts), list(self.tokens), self._cache, self._terminated))
 

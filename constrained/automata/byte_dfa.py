@@ -34,7 +34,13 @@ from itertools import pairwise
 
 import numpy as np
 
-from constrained.automata.regex_parser import finite_items, literal_alternatives, parse_regex, size_estimate, split_items
+from constrained.automata.regex_parser import (
+    finite_items,
+    literal_alternatives,
+    parse_regex,
+    size_estimate,
+    split_items,
+)
 from constrained.automata.utf8 import utf8_sequences
 from constrained.deadline import check_deadline
 from constrained.errors import CompileLimitError, RegexError

@@ -201,7 +201,7 @@ def run_one(lm, record: dict, mode: str, *, max_tokens: int, compile_timeout: fl
         except (ConstrainedError, RecursionError) as e:
             return {**out, "compiled": False, "outcome": "compile_error",
                     "error": f"{type(e).__name__}: {str(e)[:300]}"}
-        except Exception as e:           # an engine bug: recorded (with its traceback), the run goes on
+        except Exception:           # an engine bug: recorded (with its traceback), the run goes on
             import traceback
 
             return {**out, "compiled": False, "outcome": "crash", "error": traceback.format_exc()[-2000:]}
@@ -214,7 +214,7 @@ def run_one(lm, record: dict, mode: str, *, max_tokens: int, compile_timeout: fl
     session = lm.session(prompt)
     first = {"t": None}
 
-    def choose(masked, generator, _greedy=Greedy()):
+    def choose(masked, generator, _greedy=Greedy()):  # noqa: B008 - one rule for the run
         if first["t"] is None:
             first["t"] = time.perf_counter()
         return _greedy.choose(masked, generator)

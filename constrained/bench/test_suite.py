@@ -23,10 +23,9 @@ from pathlib import Path
 from tqdm import tqdm
 
 from constrained import TokenVocabulary, compile_grammar
+from constrained.bench.datasets import DEFAULT_RESULTS, DEFAULT_SUITE  # noqa: E402
 from constrained.errors import ConstrainedError, UnsatisfiableSchemaError
 from constrained.json_schema.compiler import compile_json_schema
-
-from constrained.bench.datasets import DEFAULT_RESULTS, DEFAULT_SUITE  # noqa: E402
 
 
 def suite_documents(suite: Path) -> dict[str, object]:

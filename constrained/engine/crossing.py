@@ -28,7 +28,6 @@ from constrained.automata.byte_dfa import START, ByteDFA
 from constrained.engine.token_scan import scan_tokens
 from constrained.masks import pack_mask, pack_token_ids
 
-
 LARGE_SET = 512   # candidates from which a set groups them by first byte instead of testing each
 
 
@@ -40,7 +39,7 @@ class CrossingSet:
 
     __slots__ = ("uid", "toks", "offs", "_owner", "_first", "_by_first", "_scans", "_first_bytes", "first_mask")
 
-    def __init__(self, uid: int, toks: np.ndarray, offs: np.ndarray, owner: "CrossingSets") -> None:
+    def __init__(self, uid: int, toks: np.ndarray, offs: np.ndarray, owner: CrossingSets) -> None:
         self.uid = uid
         self.toks = toks
         self.offs = offs
@@ -66,7 +65,7 @@ class CrossingSet:
             self._first_bytes = fb
         return self._first_bytes
 
-    def scan(self, dfa: ByteDFA) -> tuple[np.ndarray | None, "CrossingSet | None"]:
+    def scan(self, dfa: ByteDFA) -> tuple[np.ndarray | None, CrossingSet | None]:
         """``(live, child)`` for the lexeme ``dfa`` started at every candidate (cached).
 
         ``live`` is a token set (`CrossingSets.token_set`: sorted int32 ids, or a packed
@@ -92,7 +91,7 @@ class CrossingSet:
             return starts
         return np.concatenate([order[bounds[b]:bounds[b + 1]] for b in starts])
 
-    def _scan(self, dfa: ByteDFA) -> tuple[np.ndarray | None, "CrossingSet | None"]:
+    def _scan(self, dfa: ByteDFA) -> tuple[np.ndarray | None, CrossingSet | None]:
         owner = self._owner
         idx = self._starting(dfa.transitions[START] != 0)
         if idx.size == 0:

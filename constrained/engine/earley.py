@@ -61,7 +61,7 @@ class ParserTables:
         return len(self.terminal_names)
 
     @classmethod
-    def from_grammar(cls, grammar: Grammar) -> "ParserTables":
+    def from_grammar(cls, grammar: Grammar) -> ParserTables:
         """Number the grammar and drop rules that use non-productive symbols."""
         terms = [t.name for t in grammar.terminals]
         tindex = {n: i for i, n in enumerate(terms)}

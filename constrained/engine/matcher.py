@@ -132,7 +132,7 @@ class Matcher:
         """Whether ``data`` can follow the output so far (bytes, not tokens: nothing moves)."""
         return not self._terminated and self._rec.feed(self._history[-1], data) != DEAD_STATE
 
-    def fork(self) -> "Matcher":
+    def fork(self) -> Matcher:
         """An independent copy (O(number of tokens) ints)."""
         return Matcher(self._compiled, _history=list(self._history), _tokens=list(self._tokens),
                        _terminated=self._terminated)

@@ -16,7 +16,6 @@ import numpy as np
 
 from constrained.automata.byte_dfa import ByteDFA
 
-
 SCALAR_CANDIDATES = 16   # up to this many candidates, byte by byte in Python beats whole-array steps
 
 

@@ -79,7 +79,7 @@ class StateTokenTable:
 class TokenTables:
     """The token tables of one vocabulary; obtain with `TokenTables.for_vocabulary`."""
 
-    _registry: dict[tuple[str, str], "TokenTables"] = {}
+    _registry: dict[tuple[str, str], TokenTables] = {}
     _registry_lock = threading.Lock()
     _tries: dict[str, VocabTrie] = {}     # per vocabulary hash: shared by every cache directory
     _tries_lock = threading.Lock()
@@ -99,7 +99,7 @@ class TokenTables:
         self.crossing = CrossingSets(self.byte_matrix, self.lengths, self.size, vocab.token_bytes)
 
     @classmethod
-    def for_vocabulary(cls, vocab, cache_dir: Path | None) -> "TokenTables":
+    def for_vocabulary(cls, vocab, cache_dir: Path | None) -> TokenTables:
         key = (vocab.content_hash(), str(cache_dir))
         with cls._registry_lock:
             hit = cls._registry.get(key)

@@ -190,7 +190,7 @@ class VocabTrie:
 
     @staticmethod
     def _step_few(lv: _Level, nxt: _Level | None, d: int, nodes: list[int], states: list[int],
-                  table: np.ndarray, accepting: np.ndarray, runs: "_Runs") -> tuple[np.ndarray, np.ndarray]:
+                  table: np.ndarray, accepting: np.ndarray, runs: _Runs) -> tuple[np.ndarray, np.ndarray]:
         """One level of `scan` for a few live ``nodes`` (in DFA ``states``), node by node;
         returns the live nodes and states of the next level."""
         next_nodes, next_states = [], []

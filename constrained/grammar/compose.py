@@ -397,7 +397,7 @@ class SectionChecks:
 
     def accepts_end(self, state: tuple, text: bytes) -> bool:
         _, per = state
-        for k, (inner_state, depth, mode, vstart) in enumerate(per):
+        for k, (inner_state, _depth, mode, vstart) in enumerate(per):
             if inner_state[0] or inner_state[1] != OUT or mode != OUT:
                 return False
             if self._root_checked[k] and vstart >= 0 and not self._root_ok(k, text, b"", vstart, len(text)):
@@ -479,7 +479,7 @@ class SectionChecks:
             cs = nxt
         if self.accepts_end(cs, whole):
             return None
-        for k, (inner_state, _, mode, vstart) in enumerate(cs[1]):
+        for k, (_inner, _, mode, vstart) in enumerate(cs[1]):
             if self._root_checked[k] and vstart >= 0 and mode == OUT and \
                     not self._root_ok(k, whole, b"", vstart, len(whole)):
                 return self._root_failure(k, whole, vstart, len(whole))

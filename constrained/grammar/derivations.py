@@ -25,7 +25,8 @@ Example:
 from __future__ import annotations
 
 import random
-from typing import Protocol, Sequence, TypeVar
+from collections.abc import Sequence
+from typing import Protocol, TypeVar
 
 from constrained.automata.byte_dfa import compile_terminal
 from constrained.grammar.ir import Grammar

@@ -83,17 +83,17 @@ class _Ref:
 
 @dataclass(frozen=True)
 class _Seq:
-    items: tuple["_Node", ...]
+    items: tuple[_Node, ...]
 
 
 @dataclass(frozen=True)
 class _Alt:
-    items: tuple["_Node", ...]
+    items: tuple[_Node, ...]
 
 
 @dataclass(frozen=True)
 class _Repeat:
-    item: "_Node"
+    item: _Node
     min: int
     max: int | None  # None: unbounded
 

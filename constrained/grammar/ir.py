@@ -178,7 +178,7 @@ class Grammar:
     # ----------------------------------------------------------------- front ends
     @classmethod
     def from_lark(cls, text: str, *, start: str = "start", source: str = "<lark>",
-                  **schema_options: Any) -> "Grammar":
+                  **schema_options: Any) -> Grammar:
         """Load lark EBNF with lark's own loader (imports, templates, %ignore); ``%json {...}``
         sections are JSON Schemas compiled with ``schema_options``."""
         from constrained.grammar.lark_frontend import grammar_from_lark
@@ -186,14 +186,14 @@ class Grammar:
         return grammar_from_lark(text, start=start, source=source, **schema_options)
 
     @classmethod
-    def from_gbnf(cls, text: str, *, start: str = "root", source: str = "<gbnf>") -> "Grammar":
+    def from_gbnf(cls, text: str, *, start: str = "root", source: str = "<gbnf>") -> Grammar:
         """Load a llama.cpp GBNF grammar (``root ::= ...``)."""
         from constrained.grammar.gbnf import grammar_from_gbnf
 
         return grammar_from_gbnf(text, start=start, source=source)
 
     @classmethod
-    def from_regex(cls, pattern: str, *, source: str = "<regex>") -> "Grammar":
+    def from_regex(cls, pattern: str, *, source: str = "<regex>") -> Grammar:
         """The language of one regex (Python syntax, matched in full)."""
         from constrained.automata.regex_parser import validate_regex
 
@@ -202,7 +202,7 @@ class Grammar:
                    start="start", source=source)
 
     @classmethod
-    def from_json_schema(cls, schema, **options) -> "Grammar":
+    def from_json_schema(cls, schema, **options) -> Grammar:
         """The language of JSON values valid for ``schema`` (a parsed JSON Schema;
         options as in `constrained.json_schema.options.JsonSchemaOptions`, plus ``timeout``
         in seconds, `constrained.deadline.DEFAULT_COMPILE_TIMEOUT` by default)."""
@@ -211,7 +211,7 @@ class Grammar:
         return compile_json_schema(schema, **options).grammar
 
     @classmethod
-    def from_structural_tag(cls, spec: dict | str, **schema_options: Any) -> "Grammar":
+    def from_structural_tag(cls, spec: dict | str, **schema_options: Any) -> Grammar:
         """vLLM/XGrammar structural tags (a dict or its JSON text): free text, and after a
         trigger a tagged JSON value of its schema (`constrained.grammar.structural_tag`).
 
@@ -224,7 +224,7 @@ class Grammar:
 
     @classmethod
     def from_tools(cls, tools: list[dict], *, format: str = "hermes", tool_choice: str | dict = "auto",
-                   **options: Any) -> "Grammar":
+                   **options: Any) -> Grammar:
         """OpenAI-style tools as a grammar of the model family's tool-call format
         (`constrained.tools.tools_grammar`: ``hermes``, ``llama3``, ``mistral``).
 
@@ -235,7 +235,7 @@ class Grammar:
         return tools_grammar(tools, format=format, tool_choice=tool_choice, **options)
 
     @classmethod
-    def from_file(cls, path: str | Path, **kwargs) -> "Grammar":
+    def from_file(cls, path: str | Path, **kwargs) -> Grammar:
         """Load ``.lark``, ``.gbnf`` or ``.regex`` files by their suffix."""
         p = Path(path)
         try:

@@ -83,7 +83,7 @@ class ConstraintSpec:
     timeout: float | None = DEFAULT_COMPILE_TIMEOUT
 
     @classmethod
-    def from_request(cls, request: Mapping[str, Any]) -> "ConstraintSpec":
+    def from_request(cls, request: Mapping[str, Any]) -> ConstraintSpec:
         """Parse a request dict (see the module docstring); raises `ConstraintSpecError`."""
         if not isinstance(request, Mapping):
             raise ConstraintSpecError(f"a constraint must be a dict, not {type(request).__name__}")

@@ -58,7 +58,6 @@ from constrained.json_schema.conjunction import (
     Conjunction,
     Part,
     conjunction_key,
-    ecma_search,
     flatten,
     item_items,
     property_items,

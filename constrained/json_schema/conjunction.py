@@ -24,9 +24,10 @@ Example:
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Iterable
+from typing import Any
 
 from constrained.errors import InvalidSchemaError, UnsupportedSchemaError
 from constrained.json_schema.dialect import Dialect
@@ -60,7 +61,7 @@ class Part:
     def keywords(self) -> list[str]:
         return [k for k in self.loc.schema if k not in self.done and k not in STRUCTURAL]
 
-    def without(self, keyword: str) -> "Part":
+    def without(self, keyword: str) -> Part:
         return Part(self.loc, self.done | {keyword})
 
     @property

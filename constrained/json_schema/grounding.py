@@ -249,7 +249,7 @@ def enum_strings(compiler: SchemaCompiler, conj, strings: list[str]) -> list[str
     return kept
 
 
-def grounded_numbers(compiler: "SchemaCompiler", conj, alternatives: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
+def grounded_numbers(compiler: SchemaCompiler, conj, alternatives: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
     """A number value's ``alternatives`` (single terminals of `SchemaCompiler._number`),
     each intersected with the raw substrings of the text where ``x-grounded: true``
     says so (numbers are not grounded by default): the number must be spelled as the

@@ -43,7 +43,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from constrained.json_schema.keywords import ANNOTATIONS
 from constrained.json_schema.resolver import Located
@@ -75,13 +76,13 @@ MEMO_LIMIT = 1 << 16
 Target = Located | bool          # a located sub-schema, or a boolean schema
 
 
-def _sub(validators: "SchemaValidators", schema: Any) -> Target | None:
+def _sub(validators: SchemaValidators, schema: Any) -> Target | None:
     if isinstance(schema, bool):
         return schema
     return validators.index.locate(schema) if isinstance(schema, dict) else None
 
 
-def _splittable(validators: "SchemaValidators", schema: Any, allowed: frozenset):
+def _splittable(validators: SchemaValidators, schema: Any, allowed: frozenset):
     """The keywords the draft evaluates, if every one of them in ``schema`` is in ``allowed``
     (annotations aside) and nothing resolves dynamically; else None."""
     if not isinstance(schema, dict) or validators.dynamic_scope():
@@ -98,7 +99,7 @@ def _bounds(schema: dict, low: str, high: str) -> tuple[float, float] | None:
     return pair if all(isinstance(n, (int, float)) and not isinstance(n, bool) for n in pair) else None
 
 
-def _in_place(validators: "SchemaValidators", loc: Located, known) -> list[tuple] | None:
+def _in_place(validators: SchemaValidators, loc: Located, known) -> list[tuple] | None:
     """The in-place entries of ``loc``'s schema (None: one is malformed or not located)."""
     schema = loc.schema
     out: list[tuple] = []
@@ -165,7 +166,7 @@ def _memo_key(slot: Any, value: Any) -> tuple:
 class _Plan:
     """Shared by both plans: the in-place entries and the memoised per-part verdicts."""
 
-    def __init__(self, validators: "SchemaValidators", in_place: list[tuple]) -> None:
+    def __init__(self, validators: SchemaValidators, in_place: list[tuple]) -> None:
         self.validators = validators
         self.in_place = in_place
         self._verdicts: dict[tuple, bool] = {}
@@ -189,7 +190,7 @@ class _Plan:
 class ObjectPlan(_Plan):
     """A non-empty object: key set, members by their own sub-schemas, in-place parts."""
 
-    def __init__(self, validators: "SchemaValidators", in_place: list[tuple], *, typed: bool, required: list,
+    def __init__(self, validators: SchemaValidators, in_place: list[tuple], *, typed: bool, required: list,
                  low, high, dependent: dict[str, list], props: dict[str, Target],
                  pats: list[tuple[re.Pattern, Target]], additional: Target, names: Target) -> None:
         super().__init__(validators, in_place)
@@ -199,7 +200,7 @@ class ObjectPlan(_Plan):
         self.any_pattern = re.compile("|".join(p.pattern for p, _ in pats)) if pats else None
 
     @classmethod
-    def plan(cls, validators: "SchemaValidators", loc: Located) -> "ObjectPlan | None":
+    def plan(cls, validators: SchemaValidators, loc: Located) -> ObjectPlan | None:
         schema = loc.schema
         known = _splittable(validators, schema, _OBJECT_SPLIT)
         if known is None or "required" not in known:  # a keyword on the whole object, or draft 3
@@ -303,7 +304,7 @@ class ArrayPlan(_Plan):
     """A non-empty array: length, elements by their position's sub-schema, uniqueness,
     in-place parts."""
 
-    def __init__(self, validators: "SchemaValidators", in_place: list[tuple], prefix: list[Target],
+    def __init__(self, validators: SchemaValidators, in_place: list[tuple], prefix: list[Target],
                  rest: Target, low, high, typed: bool, unique: bool) -> None:
         super().__init__(validators, in_place)
         self.prefix, self.rest, self.low, self.high, self.typed = prefix, rest, low, high, typed
@@ -311,7 +312,7 @@ class ArrayPlan(_Plan):
         self._unique_validator = validators.validator_class({"uniqueItems": True}) if unique else None
 
     @classmethod
-    def plan(cls, validators: "SchemaValidators", loc: Located) -> "ArrayPlan | None":
+    def plan(cls, validators: SchemaValidators, loc: Located) -> ArrayPlan | None:
         schema = loc.schema
         known = _splittable(validators, schema, _ARRAY_SPLIT)
         if known is None:

@@ -31,7 +31,7 @@ PAD_ID = 0      # any id: padded positions are masked out of attention and never
 class BatchSession:
     """Next-token logits for ``len(prompts)`` sequences with one KV cache (see the module docstring)."""
 
-    def __init__(self, lm: "LanguageModel", prompts: list[list[int]], *, _state=None) -> None:
+    def __init__(self, lm: LanguageModel, prompts: list[list[int]], *, _state=None) -> None:
         import torch
 
         if _state is not None:
@@ -51,7 +51,7 @@ class BatchSession:
         self.extend(prompts)
 
     @classmethod
-    def from_session(cls, session, n: int) -> "BatchSession":
+    def from_session(cls, session, n: int) -> BatchSession:
         """``n`` rows, each a copy of ``session`` (a `ModelSession`): its KV cache is
         repeated, nothing is recomputed (SMC particles start like this)."""
         import copy

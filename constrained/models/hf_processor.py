@@ -22,7 +22,8 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from constrained.masks import apply_token_mask
 

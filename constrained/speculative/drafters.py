@@ -43,7 +43,7 @@ class Draft:
     tokens: list[int] = field(default_factory=list)
     q: list = field(default_factory=list)
 
-    def extend(self, other: "Draft") -> None:
+    def extend(self, other: Draft) -> None:
         self.tokens += other.tokens
         self.q += other.q if other.q else [None] * len(other.tokens)
 

@@ -25,6 +25,7 @@ Example:
     True
 """
 
+from constrained.grammar.derivations import GrammarSampler, RandomChooser
 from constrained.testing.checks import (
     CompletenessError,
     ConstraintCheckError,
@@ -35,7 +36,6 @@ from constrained.testing.checks import (
     assert_sound,
     parses,
 )
-from constrained.grammar.derivations import GrammarSampler, RandomChooser
 from constrained.testing.reference import Reference
 from constrained.testing.strategies import Walk, grammar_strings, masked_walks, schema_instances, tokenizations
 

@@ -153,7 +153,7 @@ class Chart:
 
     __slots__ = ("ref", "sets")
 
-    def __init__(self, ref: "Reference", sets: tuple[EarleySet, ...]) -> None:
+    def __init__(self, ref: Reference, sets: tuple[EarleySet, ...]) -> None:
         self.ref = ref
         self.sets = sets
 
@@ -173,7 +173,7 @@ class Chart:
         m = self.last.next_mask
         return {b for b in range(256) if (m >> b) & 1}
 
-    def step(self, b: int) -> "Chart | None":
+    def step(self, b: int) -> Chart | None:
         """The chart after one more byte, or None if no item survives."""
         last = self.last
         if not (last.next_mask >> b) & 1:
@@ -182,7 +182,7 @@ class Chart:
         new = self.ref._close(self.sets, kernel)
         return Chart(self.ref, self.sets + (new,))
 
-    def feed(self, data: bytes) -> "Chart | None":
+    def feed(self, data: bytes) -> Chart | None:
         c: Chart | None = self
         for b in data:
             c = c.step(b)

@@ -22,8 +22,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from constrained.grammar.ir import Grammar
 from constrained.grammar.derivations import GrammarSampler
+from constrained.grammar.ir import Grammar
 from constrained.testing.tokens import canonical_ids, ids_by_bytes, segmentable, split_choices
 from constrained.testing.walks import Walk, follow_mask
 

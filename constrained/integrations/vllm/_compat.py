@@ -24,8 +24,10 @@ except ImportError:
     LogitsProcessorBase = object  # type: ignore[assignment,misc]
 
 try:  # pragma: no cover - depends on the environment
-    from vllm.v1.structured_output.backend_types import StructuredOutputBackend as StructuredOutputBackendBase
-    from vllm.v1.structured_output.backend_types import StructuredOutputGrammar as StructuredOutputGrammarBase
+    from vllm.v1.structured_output.backend_types import (
+        StructuredOutputBackend as StructuredOutputBackendBase,
+        StructuredOutputGrammar as StructuredOutputGrammarBase,
+    )
 except ImportError:
     StructuredOutputBackendBase = object  # type: ignore[assignment,misc]
     StructuredOutputGrammarBase = object  # type: ignore[assignment,misc]

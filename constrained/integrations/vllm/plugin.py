@@ -69,7 +69,6 @@ def register() -> bool:
 
 def _widen_backend_literal(name: str) -> None:
     import pydantic.dataclasses
-
     import vllm.config.structured_outputs as so
 
     names = typing.get_args(so.StructuredOutputsBackend)
