@@ -329,9 +329,12 @@ class Recognizer:
             return parts[0] if parts else None
         dense: list[np.ndarray] = []
         ids: list[np.ndarray] = []
+        seen: set[int] = set()          # ids of the dense parts taken (alive: ``parts`` holds them)
         for d, i in parts:
             for a in d:
-                if not any(a is b for b in dense):
+                k = id(a)
+                if k not in seen:
+                    seen.add(k)
                     dense.append(a)
             if i is not None:
                 ids.append(i)
