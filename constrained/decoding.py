@@ -64,7 +64,8 @@ class _Sequence:
     def _take_forced(self, forced: list[int] | None = None) -> None:
         """Advance through the tokens the constraint forces (``forced``: already computed
         by the budget probe); a value check may veto one."""
-        for t in (self.forced_of() if forced is None else forced)[: self.max_tokens - len(self.tokens)]:
+        # (only called with jump-forward on, so forced_of is set)
+        for t in (self.forced_of() if forced is None else forced)[: self.max_tokens - len(self.tokens)]:  # type: ignore[misc]
             if not self.constraint.advance(t):
                 self._stop("dead_end")
                 return
@@ -248,7 +249,7 @@ def decode_batch(source, constraints: Sequence, eos_ids: tuple[int, ...],
         logits = source.logits()
         for i, s in enumerate(seqs):
             s.choose(logits[i], chooses[i], generator)
-    return [s.result for s in seqs]
+    return [s.result for s in seqs]  # type: ignore[misc]  # every row has stopped: no result is None
 
 
 def restrict_to(masked, ids):

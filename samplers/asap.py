@@ -117,7 +117,7 @@ class ASApTrie:
     def save(self, path) -> None:
         """Write the trie to ``path`` (gzipped JSON; nodes flattened, parents first)."""
         nodes = []
-        stack = [(-1, None, self.root)] if self.root is not None else []
+        stack: list[tuple[int, int | None, _Node]] = [(-1, None, self.root)] if self.root is not None else []
         while stack:
             parent, token, node = stack.pop()
             nodes.append({"parent": parent, "token": token, "tokens": node.tokens.tolist(),
@@ -218,6 +218,7 @@ class ASAp:
         import torch
 
         trie = self.trie
+        assert trie is not None                  # run() made it
         matcher = constraint.fork()
         session = None                       # forked from the source when the model is first needed
         fed = 0

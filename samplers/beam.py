@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from constrained.constraint import Constraint, LogitsSource
 from samplers.base import Sample
 
 
@@ -35,8 +36,8 @@ from samplers.base import Sample
 class _Beam:
     tokens: list[int]
     logprob: float
-    session: object
-    constraint: object
+    session: LogitsSource
+    constraint: Constraint
     group: int = 0
     extra: dict = field(default_factory=dict)
 
@@ -123,17 +124,17 @@ class BeamSearch:
         out: list[Sample] = []
         seen: set[tuple[int, ...]] = set()
         ranked = [sorted(group, key=lambda s: -self.score(s.logprob, len(s.tokens))) for group in finished]
-        for group in ranked:                      # each group's best distinct outputs first ...
+        for outputs in ranked:                    # each group's best distinct outputs first ...
             taken = 0
-            for s in group:
-                if taken < per_group and tuple(s.tokens) not in seen:
-                    seen.add(tuple(s.tokens))
-                    out.append(s)
+            for output in outputs:
+                if taken < per_group and tuple(output.tokens) not in seen:
+                    seen.add(tuple(output.tokens))
+                    out.append(output)
                     taken += 1
-        for s in sorted((s for group in ranked for s in group),     # ... then spares fill the gaps
-                        key=lambda s: -self.score(s.logprob, len(s.tokens))):
-            if len(out) < self.num_beams and tuple(s.tokens) not in seen:
-                seen.add(tuple(s.tokens))
-                out.append(s)
+        for output in sorted((o for outputs in ranked for o in outputs),     # ... then spares fill the gaps
+                             key=lambda o: -self.score(o.logprob, len(o.tokens))):
+            if len(out) < self.num_beams and tuple(output.tokens) not in seen:
+                seen.add(tuple(output.tokens))
+                out.append(output)
         out.sort(key=lambda s: -self.score(s.logprob, len(s.tokens)))
         return out[: self.num_beams]

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -60,7 +61,7 @@ def distribution_of(conditional: Callable, constraint, eos_ids, *, max_tokens: i
     may appear; their probabilities add up to the output's)."""
     eos = [int(t) for t in eos_ids]
     out: Distribution = {}
-    stack = [((), constraint.fork(), 0.0)]
+    stack: list[tuple[tuple[int, ...], Any, float]] = [((), constraint.fork(), 0.0)]
     while stack:
         prefix, con, logq = stack.pop()
         for t, prob in conditional(prefix, con).items():

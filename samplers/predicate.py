@@ -57,12 +57,15 @@ class PredicateConstraint:
         self.prefix_ok = prefix_ok
         self.complete_ok = complete_ok
         self._eos = frozenset(int(t) for t in vocab.eos_ids)
+        self._texts: list[bytes]
+        self.tokens: list[int]
+        self._cache: dict[bytes, bool]
         if _state is not None:
             self._texts, self.tokens, self._cache, self._terminated = _state
         else:
-            self._texts: list[bytes] = [b""]
-            self.tokens: list[int] = []
-            self._cache: dict[bytes, bool] = {}
+            self._texts = [b""]
+            self.tokens = []
+            self._cache = {}
             self._terminated = False
 
     @property

@@ -141,10 +141,10 @@ class SMC:
                 tempered = torch.log_softmax(logits[i].double() * scale, dim=-1)
                 if len(tokens[i]) >= max_tokens:              # budget spent: EOS or nothing
                     if cons[i].is_accepting():
-                        t, log_mass = eos_draw(tempered, eos, generator)
+                        e, log_mass = eos_draw(tempered, eos, generator)
                         logw[i] += log_mass
-                        logprob[i] += float(full[t])
-                        cons[i].advance(t)
+                        logprob[i] += float(full[e])
+                        cons[i].advance(e)
                         stops[i] = "eos"
                     else:
                         logw[i], stops[i] = -math.inf, "max_tokens"
