@@ -35,6 +35,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 
 from constrained.errors import ConstrainedError
 
@@ -172,6 +173,7 @@ def cmd_generate(args) -> int:
 
 
 def cmd_bench(args) -> int:
+    bench: Callable[[list[str]], int | None]     # each benchmark's main(argv)
     if args.benchmark == "jsonschemabench":
         from constrained.bench.jsonschemabench import main as bench
     elif args.benchmark == "maskbench":

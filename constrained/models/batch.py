@@ -34,6 +34,7 @@ class BatchSession:
     def __init__(self, lm: LanguageModel, prompts: list[list[int]], *, _state=None) -> None:
         import torch
 
+        self.tokens: list[list[int]]
         if _state is not None:
             self.lm = lm
             self.tokens, self._cache, self._attention, self._logits = _state
@@ -44,7 +45,7 @@ class BatchSession:
             if not p:
                 raise ModelError(f"prompt {i} of the batch is empty: give at least one token")
         self.lm = lm
-        self.tokens: list[list[int]] = [[] for _ in prompts]
+        self.tokens = [[] for _ in prompts]
         self._cache = None
         self._attention = torch.zeros((len(prompts), 0), dtype=torch.long, device=lm.device)
         self._logits = torch.zeros((len(prompts), lm.logits_width), dtype=torch.float32, device=lm.device)

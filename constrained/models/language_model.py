@@ -23,7 +23,7 @@ Example:
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from constrained.errors import ModelError
@@ -145,12 +145,13 @@ class ModelSession:
 
     def __init__(self, lm: LanguageModel, prompt_ids: list[int], *, _state=None) -> None:
         self.lm = lm
+        self.tokens: list[int]
         if _state is not None:
             self.tokens, self._cache, self._logits = _state
             return
         if not prompt_ids:
             raise ModelError("an empty prompt: give at least one token (e.g. a BOS or chat template)")
-        self.tokens: list[int] = []
+        self.tokens = []
         self._cache = None
         self._logits = None
         self.extend(prompt_ids)
@@ -220,6 +221,7 @@ def cache_keyword(model: Any) -> str:
     if hit is None:
         import inspect
 
+        params: Mapping[str, Any]
         try:
             params = inspect.signature(model.forward).parameters
         except (TypeError, ValueError):         # pragma: no cover - a forward without a signature

@@ -126,4 +126,4 @@ def load_hf(spec: str | os.PathLike, *, device: str | None = None, dtype: Any = 
             model = AutoModelForCausalLM.from_pretrained(str(path), dtype=pick_dtype(device, dtype))
     except (OSError, ValueError) as e:
         raise ModelError(f"cannot load a causal language model from {str(path)!r}: {e}") from e
-    return model.to(device).eval(), tokenizer
+    return model.to(device).eval(), tokenizer  # type: ignore[arg-type]  # transformers types .to() as a decorator's
