@@ -243,3 +243,22 @@ def test_checked_searches_are_remembered_per_recognizer_and_checks_content() -> 
     again = checked_completion(m._rec, m._history[-1], m._checks, m._cstates[-1], b"",
                                witnesses=witnesses_of(m._checks))
     assert again == first and len(memo) == 1
+
+
+def test_a_long_refused_completion_is_not_searched_from() -> None:
+    """An array that needs 600 objects (dev schema 911): the grammar's completion holds
+    255 (its counted bound) and minItems refuses it; every search step would read ~9 KB,
+    so the search is not started, and strict says which keyword it gave up on."""
+    from constrained.engine.completion import MAX_SEARCHED_COMPLETION
+
+    schema = {"type": "array", "minItems": 600,
+              "items": {"type": "object", "properties": {"name": {"type": "string"}, "resource_uri": {"type": "string"}},
+                        "required": ["name", "resource_uri"]}}
+    m = compile_grammar(compile_json_schema(schema, whitespace="compact").grammar, ASCII,
+                        cache_dir=None).matcher()
+    with pytest.raises(CompletionSearchError) as err:
+        m.shortest_completion(strict=True)
+    assert err.value.keyword == "minItems"
+    from constrained.engine.completion import shortest_completion
+
+    assert len(shortest_completion(m._rec, m._history[-1])) > MAX_SEARCHED_COMPLETION

@@ -47,6 +47,7 @@ from constrained.errors import MatcherError
 
 MAX_COMPLETION_BYTES = 1 << 16     # the grammar completion is computed whole anyway; past this it is not verified
 MAX_CHECKED_EXPANSIONS = 4000     # A* expansions before `checked_completion` gives up
+MAX_SEARCHED_COMPLETION = 4096    # a refused grammar completion longer than this is not searched from
 GREEDY_WEIGHT = 3                 # weighted A* (g + 3h) in the rounds that merge texts
 _TABLES_ATTR = "_completion_tables"
 _BLANKS = frozenset(b" \t\n\r")
@@ -366,12 +367,19 @@ def checked_completion(rec, sid: int, checks, cstate, text: bytes, *, witnesses:
     then keeping such texts apart by their last byte (distinct scalars for
     ``uniqueItems`` or ``contains``; weighted); the merging rounds write ASCII where
     it is allowed (a string's content then has ~95 choices, not ~220 with UTF-8
-    lead bytes).  Answers of the later rounds are short
-    rather than provably shortest; whatever is returned went byte by byte through
-    the checks.  None if no round finds one (memoised for the last few states).
-    Known limit: where the grammar admits a prefix that only a check at the end of
-    its value refuses (keys an ``allOf`` of ``additionalProperties: false`` forbids),
-    the search can wander inside that doomed value and give up."""
+    lead bytes).  After the witness round, the value-by-value repair (`_repair`).
+    Answers of the later rounds are short rather than provably shortest; whatever is
+    returned went byte by byte through the checks.
+
+    None if no round finds one (memoised per state on the recognizer's tables).  The
+    search is bounded: ``max_expansions``, and no search at all from a refused grammar
+    completion longer than `MAX_SEARCHED_COMPLETION` bytes (every expansion reads one
+    about that long: a ``minItems: 600`` array of objects took 20 s to give up).  So
+    None means "none found", not "none exists", unless the exhaustive round ran out of
+    texts; ``strict=True`` tells them apart: `CompletionSearchError` (naming the
+    keyword that refuses the grammar's completion) where the search gave up, None only
+    where no completion exists.
+    """
     tables = _tables(rec)
     first = tables.state_completion(sid)
     if first is None:
@@ -385,7 +393,9 @@ def checked_completion(rec, sid: int, checks, cstate, text: bytes, *, witnesses:
     if hit is None:
         found, proven = None, False
         share = max_expansions // (len(_ROUNDS) - 1)
-        for i, (merge, weight, witnessed) in enumerate(_ROUNDS):
+        # each expansion reads a completion of about this length: past the cap no search
+        rounds = _ROUNDS if len(first) <= MAX_SEARCHED_COMPLETION else ()
+        for i, (merge, weight, witnessed) in enumerate(rounds):
             stats: dict = {}
             found = _a_star(rec, tables, sid, checks, cstate, text, len(first), share,
                             merge=merge, weight=weight, witnesses=witnesses if witnessed else None, stats=stats)
