@@ -1,0 +1,334 @@
+"""Extraction accuracy, grounded vs ungrounded (`constrained.extract_many(..., grounded=...)`).
+
+Tasks: MaskBench dev records (all splits, taken round-robin by split) whose first valid
+instance is a flat object (2 to 8 members, scalars only, at least one non-empty
+string, none over 80 characters), the schema under ``--max-schema`` characters (the
+schema is part of the prompt, whose length sets the cost of every step on a CPU).  The instance's members are written as
+prose: one template sentence per member (``The customer id is 42.``, ``We recorded
+smtp.gmail.com as the email smtp server.``), key names turned into words, members
+shuffled, templates drawn with a fixed seed.  The model (the default,
+SmolLM2-135M-Instruct, greedy, `extract`'s prompt and grammar) extracts the schema's
+value from the prose twice: ungrounded and ``grounded=True`` (every free string value
+a substring of the prose).
+
+Scored per *field* of the instance: exact match of the extracted member (same JSON
+value: ``"587"`` is not ``587``); a missing member is wrong.  Also: the share of
+tasks whose every field matches, outputs that do not validate against the schema
+(``invalid``: jsonschema with format checking, the draft's validator; must be 0),
+texts that raised (``errors``), output tokens per second (the value re-encoded) and the wall time per text (`extract`, one text at a
+time; compiling each text's grounded grammar included; the two modes alternate which
+goes first per task, so neither gets all the warm caches).
+
+    python benchmarks/extraction_accuracy.py [--tasks 80] [--max-tokens 128] [--max-schema 3000]
+        [--data ../shared/data/maskbench/dev.jsonl.gz] [--out benchmarks/results] [--name extraction_accuracy]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import random
+import re
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from _environment import environment
+
+DATA = ROOT.parent / "shared" / "data" / "maskbench" / "dev.jsonl.gz"
+MODES = ("ungrounded", "grounded")
+TEMPLATES = (
+    "The {k} is {v}.",
+    "Its {k}: {v}.",
+    "For the {k}, use {v}.",
+    "We recorded {v} as the {k}.",
+    "Note that the {k} is set to {v}.",
+    "{K} — {v}.",
+    "As for the {k}, it is {v}.",
+)
+OPENERS = ("Here are the details.", "A short note on the record follows.", "Details from the form:",
+           "The following was reported.")
+
+
+def words(key: str) -> str:
+    """``smtpServerName`` / ``smtp_server_name`` -> ``smtp server name``."""
+    key = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", key)
+    return re.sub(r"[_\-.]+", " ", key).strip().lower() or key
+
+
+def spelled(value) -> str:
+    """How a value is written in the prose: strings as they are, others as JSON."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def prose(instance: dict, rng: random.Random) -> str:
+    """The instance's members as template sentences, in a shuffled order."""
+    items = list(instance.items())
+    rng.shuffle(items)
+    out = [rng.choice(OPENERS)]
+    for k, v in items:
+        t = rng.choice(TEMPLATES)
+        out.append(t.format(k=words(k), K=words(k).capitalize(), v=spelled(v)))
+    return " ".join(out)
+
+
+def tasks(n: int, path: Path = DATA, seed: int = 0, max_schema: int = 3000) -> list[dict]:
+    """``n`` tasks ``{id, split, schema, instance, text}``, round-robin over splits."""
+    by_split: dict[str, list[dict]] = defaultdict(list)
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        for line in f:
+            rec = json.loads(line)
+            valid = [t["data"] for t in rec.get("tests", []) if t.get("valid")]
+            if not valid or not isinstance(valid[0], dict) or not 2 <= len(valid[0]) <= 8:
+                continue
+            inst = valid[0]
+            if not all(isinstance(v, (str, int, float, bool)) for v in inst.values()):
+                continue
+            if not any(isinstance(v, str) and v.strip() for v in inst.values()):
+                continue
+            if any(isinstance(v, str) and (len(v) > 80 or "\n" in v) for v in inst.values()):
+                continue
+            if len(json.dumps(rec["schema"])) >= max_schema:
+                continue
+            by_split[rec["split"]].append({"id": rec["id"], "split": rec["split"], "schema": rec["schema"],
+                                           "instance": inst})
+    rng = random.Random(seed)
+    for rows in by_split.values():
+        rng.shuffle(rows)
+    out: list[dict] = []
+    splits = sorted(by_split)
+    while len(out) < n and any(by_split.values()):
+        for s in splits:
+            if by_split[s] and len(out) < n:
+                out.append(by_split[s].pop())
+    for task in out:
+        task["text"] = prose(task["instance"], random.Random(f"{seed}:{task['id']}"))
+    return out
+
+
+def same(a, b) -> bool:
+    """Equal JSON values (booleans are not numbers; ``1 == 1.0``)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    return type(a) is type(b) and a == b
+
+
+def _valid(schema, value) -> bool:
+    import jsonschema
+
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator) \
+        if isinstance(schema, dict) else jsonschema.Draft202012Validator
+    return cls(schema, format_checker=cls.FORMAT_CHECKER).is_valid(value)
+
+
+def run(model: str, n_tasks: int, max_tokens: int, data: Path = DATA, log: Path | None = None,
+        max_schema: int = 3000, ids: list[str] | None = None) -> dict:
+    import constrained
+    from constrained.models import LanguageModel
+
+    lm = LanguageModel.load(model)
+    rows = tasks(n_tasks, data, max_schema=max_schema)
+    if ids:
+        rows = [t for t in rows if t["id"] in ids]
+    results = {mode: [] for mode in MODES}
+    seconds = {mode: 0.0 for mode in MODES}
+    for i, task in enumerate(rows):
+        for mode in (MODES if i % 2 == 0 else MODES[::-1]):
+            t0 = time.perf_counter()
+            try:
+                value = constrained.extract(task["schema"], task["text"], model=lm, max_tokens=max_tokens,
+                                            grounded=mode == "grounded")
+            except Exception as e:  # noqa: BLE001 - recorded per text
+                value = e
+            took = time.perf_counter() - t0
+            seconds[mode] += took
+            row = score(task, value)
+            row["seconds"] = took
+            row["tokens"] = len(lm.vocab.encode(json.dumps(value, ensure_ascii=False, separators=(",", ":")))) \
+                if row["output"] is not None else 0
+            results[mode].append(row)
+            if log is not None:
+                with log.open("a", encoding="utf-8") as f:
+                    f.write(json.dumps({"mode": mode, **results[mode][-1]}, ensure_ascii=False, default=str) + "\n")
+        print(f"{i + 1}/{len(rows)} " + "  ".join(
+            f"{m}: {sum(r['correct'] for r in results[m])}/{sum(r['fields'] for r in results[m])}" for m in MODES),
+            flush=True)
+    return {"environment": environment(lm), "model": model, "tasks": len(rows), "max_tokens": max_tokens,
+            "per_task": {m: results[m] for m in MODES}, "summary": {m: summary(results[m]) for m in MODES}}
+
+
+def from_log(log: Path, model: str = "default") -> dict:
+    """Results from a run's JSON lines (an interrupted run: the tasks done in both modes)."""
+    rows = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line.strip()]
+    per = {m: {r["id"]: r for r in rows if r["mode"] == m} for m in MODES}
+    both = [i for i in per[MODES[0]] if all(i in per[m] for m in MODES)]
+    results = {m: [per[m][i] for i in both] for m in MODES}
+    return {"model": model, "tasks": len(both), "per_task": results,
+            "summary": {m: summary(results[m]) for m in MODES}}
+
+
+def score(task: dict, value) -> dict:
+    inst = task["instance"]
+    row = {"id": task["id"], "split": task["split"], "fields": len(inst), "text": task["text"]}
+    if isinstance(value, Exception):
+        return {**row, "correct": 0, "string_fields": sum(isinstance(v, str) for v in inst.values()),
+                "string_correct": 0, "error": f"{type(value).__name__}: {value}"[:300], "invalid": False,
+                "output": None}
+    got = value if isinstance(value, dict) else {}
+    hits = {k: k in got and same(got[k], v) for k, v in inst.items()}
+    return {**row, "correct": sum(hits.values()),
+            "string_fields": sum(isinstance(v, str) for v in inst.values()),
+            "string_correct": sum(h for k, h in hits.items() if isinstance(inst[k], str)),
+            "error": None, "invalid": not _valid(task["schema"], value), "output": value}
+
+
+def summary(rows: list[dict]) -> dict:
+    fields = sum(r["fields"] for r in rows)
+    sfields = sum(r["string_fields"] for r in rows)
+    return {"texts": len(rows), "fields": fields,
+            "field_accuracy": sum(r["correct"] for r in rows) / max(fields, 1),
+            "string_field_accuracy": sum(r["string_correct"] for r in rows) / max(sfields, 1),
+            "nonstring_field_accuracy": (sum(r["correct"] - r["string_correct"] for r in rows)
+                                         / max(fields - sfields, 1)),
+            "all_fields_right": sum(r["correct"] == r["fields"] for r in rows) / max(len(rows), 1),
+            "invalid": sum(r["invalid"] for r in rows), "errors": sum(r["error"] is not None for r in rows),
+            "seconds_per_text": sum(r["seconds"] for r in rows) / max(len(rows), 1),
+            "output_tokens": sum(r["tokens"] for r in rows),
+            "tokens_per_second": sum(r["tokens"] for r in rows) / max(sum(r["seconds"] for r in rows), 1e-9)}
+
+
+def report(res: dict) -> str:
+    s = res["summary"]
+    header = ("| mode | texts | fields | field accuracy | string fields | other fields | all fields right "
+              "| invalid | errors | s/text | output tokens/s |")
+    lines = [header, "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for m in MODES:
+        r = s[m]
+        lines.append(f"| {m} | {r['texts']} | {r['fields']} | {r['field_accuracy']:.3f} | "
+                     f"{r['string_field_accuracy']:.3f} | {r['nonstring_field_accuracy']:.3f} | "
+                     f"{r['all_fields_right']:.3f} | {r['invalid']} | {r['errors']} | {r['seconds_per_text']:.2f} | "
+                     f"{r['tokens_per_second']:.2f} |")
+    by_split: dict[str, dict[str, list]] = defaultdict(lambda: {m: [0, 0] for m in MODES})
+    for m in MODES:
+        for r in res["per_task"][m]:
+            by_split[r["split"]][m][0] += r["correct"]
+            by_split[r["split"]][m][1] += r["fields"]
+    lines += ["", "| split | fields | ungrounded | grounded |", "|---|---|---|---|"]
+    for split in sorted(by_split):
+        u, g = by_split[split]["ungrounded"], by_split[split]["grounded"]
+        lines.append(f"| {split} | {u[1]} | {u[0] / max(u[1], 1):.3f} | {g[0] / max(g[1], 1):.3f} |")
+    return "\n".join(lines)
+
+
+def engine_replay(log: Path, vocab, data: Path = DATA, repeats: int = 3) -> dict:
+    """The engine's share of extraction throughput, without the model: each task's
+    grounded output (valid under both grammars) is re-encoded canonically and walked
+    token by token (``mask()`` + ``advance``) through a freshly compiled matcher of each
+    mode (compiling the schema, and for grounded the text's grammar, included, as
+    `extract` does per text; table memos persist across tasks as in a serving process).
+    Modes alternate which goes first per task; the best of ``repeats`` rounds per mode."""
+    from constrained import compile_grammar
+    from constrained.app import extraction_grammar
+
+    rows = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+    outputs = {r["id"]: r for r in rows if r["mode"] == "grounded" and r["output"] is not None}
+    by_id = {t["id"]: t for t in tasks(10 ** 6, data, max_schema=10 ** 9) if t["id"] in outputs}
+    best = {m: float("inf") for m in MODES}
+    tokens = 0
+    for _ in range(repeats):
+        spent = {m: 0.0 for m in MODES}
+        tokens = 0
+        for i, (tid, r) in enumerate(outputs.items()):
+            task = by_id.get(tid)
+            if task is None:
+                continue
+            ids = vocab.encode(json.dumps(r["output"], ensure_ascii=False, separators=(",", ":")))
+            for mode in (MODES if i % 2 == 0 else MODES[::-1]):
+                t0 = time.perf_counter()
+                grammar = extraction_grammar(task["schema"], r["text"], grounded=mode == "grounded")
+                m = compile_grammar(grammar, vocab).matcher()
+                for t in ids:
+                    m.mask()
+                    if not m.advance(t):
+                        raise AssertionError(f"{tid}: {mode} refused the grounded output")
+                spent[mode] += time.perf_counter() - t0
+            tokens += len(ids)
+        best = {m: min(best[m], spent[m]) for m in MODES}
+    return {"texts": len(outputs), "tokens": tokens,
+            "ms_per_token": {m: 1e3 * best[m] / max(tokens, 1) for m in MODES},
+            "grounded_over_ungrounded": best["grounded"] / max(best["ungrounded"], 1e-9)}
+
+
+def plot(res: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    s = res["summary"]
+    keys = [("field_accuracy", "all fields"), ("string_field_accuracy", "string fields"),
+            ("nonstring_field_accuracy", "other fields"), ("all_fields_right", "texts all right")]
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    width = 0.38
+    for i, m in enumerate(MODES):
+        ax.bar([j + (i - 0.5) * width for j in range(len(keys))], [s[m][k] for k, _ in keys], width, label=m)
+    ax.set_xticks(range(len(keys)), [label for _, label in keys])
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("exact match")
+    ax.set_title(f"Extraction accuracy, {res['tasks']} dev schemas, prose texts ({res['model']} model)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default="default")
+    ap.add_argument("--tasks", type=int, default=80)
+    ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--data", type=Path, default=DATA)
+    ap.add_argument("--max-schema", type=int, default=3000, help="longest schema (JSON characters) taken")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    ap.add_argument("--name", default="extraction_accuracy")
+    ap.add_argument("--replay", type=Path, help="only the engine replay of a finished run's JSON lines")
+    ap.add_argument("--ids", nargs="+", help="re-run only these task ids, appending to the log (later rows win)")
+    ap.add_argument("--summarize", type=Path, help="only the report of a run's JSON lines (interrupted runs too)")
+    args = ap.parse_args()
+    if args.summarize:
+        res = from_log(args.summarize, args.model)
+        stem = args.summarize.with_suffix("")
+        stem.with_suffix(".json").write_text(json.dumps(res, indent=1, ensure_ascii=False, default=str))
+        stem.with_suffix(".md").write_text(report(res) + "\n")
+        plot(res, stem.with_suffix(".png"))
+        print(report(res))
+        return
+    if args.replay:
+        from constrained.models import LanguageModel
+
+        out = engine_replay(args.replay, LanguageModel.load(args.model).vocab, args.data)
+        (args.replay.with_suffix(".engine.json")).write_text(json.dumps(out, indent=1))
+        print(json.dumps(out, indent=1))
+        return
+    args.out.mkdir(parents=True, exist_ok=True)
+    log = args.out / f"{args.name}.jsonl"
+    if not args.ids:
+        log.unlink(missing_ok=True)
+    res = run(args.model, args.tasks, args.max_tokens, args.data, log, args.max_schema, args.ids)
+    if args.ids:                        # rows appended to the log; --summarize reports the whole log
+        return
+    (args.out / f"{args.name}.json").write_text(json.dumps(res, indent=1, ensure_ascii=False, default=str))
+    table = report(res)
+    (args.out / f"{args.name}.md").write_text(table + "\n")
+    plot(res, args.out / f"{args.name}.png")
+    print(table)
+
+
+if __name__ == "__main__":
+    main()
