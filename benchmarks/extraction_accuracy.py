@@ -37,9 +37,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-
-from _environment import environment
-
 DATA = ROOT.parent / "shared" / "data" / "maskbench" / "dev.jsonl.gz"
 MODES = ("ungrounded", "grounded")
 TEMPLATES = (
@@ -130,6 +127,8 @@ def _valid(schema, value) -> bool:
 
 def run(model: str, n_tasks: int, max_tokens: int, data: Path = DATA, log: Path | None = None,
         max_schema: int = 3000, ids: list[str] | None = None) -> dict:
+    from _environment import environment
+
     import constrained
     from constrained.models import LanguageModel
 
