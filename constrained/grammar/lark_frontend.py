@@ -59,6 +59,9 @@ def _regex_errors() -> tuple[type[BaseException], ...]:
 
 
 _REGEX_ERRORS = _regex_errors()
+# what lark's loader raises on a terminal regex it cannot compile, besides LarkError
+_LOAD_ERRORS: tuple[type[BaseException], ...] = (ValueError, TypeError, KeyError, AttributeError, RecursionError,
+                                                 AssertionError, *_REGEX_ERRORS)
 
 
 def _locate(text: str, word: str) -> tuple[int | None, int | None]:
@@ -207,7 +210,7 @@ def grammar_from_lark(text: str, *, start: str = "start", source: str = "<lark>"
         parser = Lark(text, parser="earley", lexer="dynamic_complete", start=start)
     except LarkError as e:
         raise _lark_error(e, original, source) from None
-    except (ValueError, TypeError, KeyError, AttributeError, RecursionError, AssertionError, *_REGEX_ERRORS) as e:
+    except _LOAD_ERRORS as e:
         # re's and the regex module's errors: a terminal regex lark itself cannot compile
         raise GrammarSyntaxError(f"lark could not load the grammar: {e}", source=source) from None
     except OSError as e:                # %import of a grammar that does not exist
