@@ -85,6 +85,25 @@ def test_jobs_take_the_splits_in_turn() -> None:
     assert round_robin_by_split([]) == []
 
 
+def test_every_benchmark_resumes_through_one_reader(tmp_path) -> None:
+    """A half-written last line is cut off the file the same way by every benchmark's
+    resume (constrained.bench.results.read_records), so the next record is appended on
+    a line of its own; a line that is not JSON is skipped."""
+    from constrained.bench import maskbench
+    from constrained.bench.results import read_records
+
+    good = [{"index": 0, "id": "a", "mode": "constrained"}, {"index": 1, "id": "b", "mode": "constrained"}]
+    text = "".join(json.dumps(r) + "\n" for r in good)
+    for reader in (read_records, read_results, maskbench.read_results):
+        path = tmp_path / "r.jsonl"
+        path.write_text(text + "not json\n" + '{"index": 2, "id": "c", "mo')
+        got = reader(path)
+        assert len(got) == 2 and path.read_text() == text + "not json\n"
+    with open(path, "a") as f:
+        f.write(json.dumps({"index": 2, "id": "c", "mode": "constrained"}) + "\n")
+    assert [r["index"] for r in read_records(path)] == [0, 1, 2]
+
+
 def test_jsonschemabench_end_to_end_on_ten_schemas(tmp_path, capsys) -> None:
     from constrained.tokenizers import default_model_gguf
 

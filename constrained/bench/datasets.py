@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from constrained.bench.results import distribution
 from constrained.errors import ConstrainedError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -150,9 +151,8 @@ def read_schemas(path: str | os.PathLike[str]) -> list[dict]:
 
 def summarize(times: Sequence[float] | np.ndarray) -> dict[str, float]:
     """Count, mean, p50/p90/p99/p99.9 and max of durations given in seconds, in µs."""
-    a = np.asarray(times, dtype=np.float64) * 1e6
-    if a.size == 0:
+    d = distribution(np.asarray(times, dtype=np.float64) * 1e6, (50, 90, 99, 99.9))
+    if d["n"] == 0:
         return {"tokens": 0}
-    return {"tokens": int(a.size), "mean_us": float(a.mean()), "p50_us": float(np.percentile(a, 50)),
-            "p90_us": float(np.percentile(a, 90)), "p99_us": float(np.percentile(a, 99)),
-            "p999_us": float(np.percentile(a, 99.9)), "max_us": float(a.max())}
+    return {"tokens": d["n"], "mean_us": d["mean"], "p50_us": d["p50"], "p90_us": d["p90"], "p99_us": d["p99"],
+            "p999_us": d["p999"], "max_us": d["max"]}

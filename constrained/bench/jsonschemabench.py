@@ -60,6 +60,7 @@ from typing import Any
 import numpy as np
 
 from constrained.bench.datasets import DEFAULT_RESULTS, read_schemas
+from constrained.bench.results import percentiles, pyplot, read_records, save_figure
 
 STEM = "jsonschemabench"
 SYSTEM_PROMPT = "You need to generate a JSON object that matches the schema below. Answer with the JSON only."
@@ -212,7 +213,7 @@ def run_one(lm, record: dict, mode: str, *, max_tokens: int, compile_timeout: fl
     out.update(prompt_tokens=len(prompt), prompt_truncated=cut)
     t0 = time.perf_counter()
     session = lm.session(prompt)
-    first = {"t": None}
+    first: dict[str, float | None] = {"t": None}
 
     def choose(masked, generator, _greedy=Greedy()):  # noqa: B008 - one rule for the run
         if first["t"] is None:
@@ -268,16 +269,9 @@ def _worker_run(job) -> dict:
 
 
 def read_results(path: Path) -> dict[tuple[str, str], dict]:
-    """Records already in ``path`` by (schema id, mode); a torn last line is ignored."""
-    done: dict[tuple[str, str], dict] = {}
-    if path.exists():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            done[(str(rec["id"]), rec["mode"])] = rec
-    return done
+    """Records already in ``path`` by (schema id, mode) (`results.read_records`: a torn
+    last line is cut off)."""
+    return {(str(rec["id"]), rec["mode"]): rec for rec in read_records(path)}
 
 
 def round_robin_by_split(records: Sequence[dict]) -> list[dict]:
@@ -326,11 +320,6 @@ def run(records: Sequence[dict], results_path: Path, *, model: str, modes: Seque
 
 
 # ------------------------------------------------------------------ reporting
-def _pcts(values, qs=(50, 90, 99)) -> dict[str, float | None]:
-    a = np.asarray([v for v in values if v is not None], dtype=np.float64)
-    return {f"p{q}": (float(np.percentile(a, q)) if a.size else None) for q in qs}
-
-
 def summarize(records: Sequence[dict]) -> dict:
     """Per split and overall, per mode: schemas, compiled, valid, coverage, compliance,
     outcome counts, GCT and TPOT percentiles."""
@@ -347,9 +336,9 @@ def summarize(records: Sequence[dict]) -> dict:
             "schemas": n, "compiled": compiled, "valid": valid, "coverage": valid / n if n else 0.0,
             "compliance": valid / compiled if compiled else 0.0,
             "outcomes": {o: sum(r["outcome"] == o for r in rs) for o in OUTCOMES},
-            "gct_ms": {k: (v * 1e3 if v is not None else None) for k, v in _pcts(r.get("gct_s") for r in rs).items()},
-            "tpot_ms": {k: (v * 1e3 if v is not None else None) for k, v in _pcts(r.get("tpot_s") for r in rs).items()},
-            "ttft_ms": {k: (v * 1e3 if v is not None else None) for k, v in _pcts(r.get("ttft_s") for r in rs).items()},
+            "gct_ms": {k: (v * 1e3 if v is not None else None) for k, v in percentiles(r.get("gct_s") for r in rs).items()},
+            "tpot_ms": {k: (v * 1e3 if v is not None else None) for k, v in percentiles(r.get("tpot_s") for r in rs).items()},
+            "ttft_ms": {k: (v * 1e3 if v is not None else None) for k, v in percentiles(r.get("ttft_s") for r in rs).items()},
             "mean_tokens": float(np.mean([r.get("tokens") or 0 for r in rs])) if rs else 0.0,
             "prompt_truncated": sum(bool(r.get("prompt_truncated")) for r in rs),
             "budgets": {str(b): sum(r.get("max_tokens") == b for r in rs)
@@ -396,11 +385,7 @@ def markdown(summary: dict, meta: dict) -> str:
 
 
 def plots(records: Sequence[dict], summary: dict, out: Path) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     written = []
     splits = sorted(s for s in summary if s != "all")
     modes = sorted({m for s in summary.values() for m in s})
@@ -415,9 +400,7 @@ def plots(records: Sequence[dict], summary: dict, out: Path) -> list[Path]:
     ax.legend()
     ax.set_title("JSONSchemaBench coverage per split")
     fig.tight_layout()
-    written.append(out / f"{STEM}_coverage.png")
-    fig.savefig(written[-1], dpi=120)
-    plt.close(fig)
+    written.append(save_figure(fig, out / f"{STEM}_coverage.png"))
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
     gct = [r["gct_s"] * 1e3 for r in records if r.get("gct_s")]
     if gct:
@@ -432,9 +415,7 @@ def plots(records: Sequence[dict], summary: dict, out: Path) -> list[Path]:
     axes[1].set_title("time per output token")
     axes[1].legend()
     fig.tight_layout()
-    written.append(out / f"{STEM}_times.png")
-    fig.savefig(written[-1], dpi=120)
-    plt.close(fig)
+    written.append(save_figure(fig, out / f"{STEM}_times.png"))
     return written
 
 

@@ -63,7 +63,7 @@ import tempfile  # noqa: E402
 import time  # noqa: E402
 import traceback  # noqa: E402
 from collections import Counter, defaultdict, deque  # noqa: E402
-from collections.abc import Iterable, Sequence  # noqa: E402
+from collections.abc import Sequence  # noqa: E402
 from multiprocessing.connection import wait as _wait  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
@@ -79,6 +79,7 @@ from constrained.bench.datasets import (  # noqa: E402
     pin_numeric_threads,
     read_maskbench,
 )
+from constrained.bench.results import distribution, pyplot, read_records, save_figure  # noqa: E402
 
 PROTOCOL = "maskbench-json-schema/1"
 STEM = "maskbench_json_schema"
@@ -289,7 +290,7 @@ def _prepare(task: dict, vocab) -> tuple[list[tuple[bool, list[int]]], list[dict
 def _make_record(task: dict, res: dict, info: list[dict] | None, vocab, **extra) -> dict[str, Any]:
     """The JSON line of one schema (outcome decided here)."""
     insts = res.get("instances", [])
-    counts = Counter()
+    counts: Counter[str] = Counter()
     tbm: list[list[float]] = []
     out_insts = []
     for k, inst in enumerate(insts):
@@ -329,7 +330,7 @@ def _make_record(task: dict, res: dict, info: list[dict] | None, vocab, **extra)
         "first_mask_s": res.get("first_mask_s"),
         "n_valid": n_valid, "n_invalid": len(task["tests"]) - n_valid,
         "n_tokens": sum(len(x) for x in tbm),
-        "tbm_summary_us": _pcts(np.concatenate([np.asarray(x, np.float64) for x in tbm]) if tbm else np.zeros(0),
+        "tbm_summary_us": distribution(np.concatenate([np.asarray(x, np.float64) for x in tbm]) if tbm else np.zeros(0),
                                 (50, 99)),
         "counts": {k: int(v) for k, v in sorted(counts.items()) if v},
         "error": res.get("error"), "stats": res.get("stats"), **extra,
@@ -505,37 +506,12 @@ def run_benchmark(tasks: Sequence[dict], vocab, vocab_file: str, results_path: P
 # =============================================================================== results file
 
 def read_results(path: Path) -> dict[int, dict]:
-    """Records of a results file by index (last one wins); a torn last line is cut off."""
-    out: dict[int, dict] = {}
-    if not path.exists():
-        return out
-    data = path.read_bytes()
-    if data and not data.endswith(b"\n"):
-        cut = data.rfind(b"\n") + 1
-        with open(path, "r+b") as f:
-            f.truncate(cut)
-        data = data[:cut]
-    for line in data.decode("utf-8").splitlines():
-        if line.strip():
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            out[rec["index"]] = rec
-    return out
+    """Records of a results file by index (last one wins); a torn last line is cut off
+    (`results.read_records`)."""
+    return {rec["index"]: rec for rec in read_records(path)}
 
 
 # =============================================================================== summary
-
-def _pcts(values: Iterable[float], qs: Sequence[float]) -> dict[str, float]:
-    a = np.asarray(list(values) if not isinstance(values, np.ndarray) else values, dtype=np.float64)
-    if a.size == 0:
-        return {"n": 0}
-    out: dict[str, float] = {"n": int(a.size), "mean": float(a.mean()), "max": float(a.max())}
-    for q in qs:
-        out[f"p{q:g}".replace(".", "")] = float(np.percentile(a, q))
-    return out
-
 
 def summarize_records(records: Sequence[dict], meta: dict | None = None) -> dict[str, Any]:
     """The summary of a run (counts, percentiles, refusal reasons) from its records."""
@@ -547,7 +523,7 @@ def summarize_records(records: Sequence[dict], meta: dict | None = None) -> dict
     ttfm_ms = [r["ttfm_s"] * 1e3 for r in records if r.get("ttfm_s") is not None]
     tbm_all: list[float] = []
     tbm_valid: list[float] = []
-    inst = Counter()
+    inst: Counter[str] = Counter()
     for r in records:
         for i, ts in zip(r.get("instances", []), r.get("tbm_us", []), strict=True):
             tbm_all.extend(ts)
@@ -565,7 +541,7 @@ def summarize_records(records: Sequence[dict], meta: dict | None = None) -> dict
                                           "example": e.get("message"), "example_index": r["index"]})
             d["schemas"] += 1
         elif r["outcome"] == "crash":
-            d = crashes.setdefault(e.get("class"), {"class": e.get("class"), "schemas": 0,
+            d = crashes.setdefault(str(e.get("class")), {"class": e.get("class"), "schemas": 0,
                                                    "example": e.get("message"), "example_index": r["index"]})
             d["schemas"] += 1
     n = len(records)
@@ -587,9 +563,9 @@ def summarize_records(records: Sequence[dict], meta: dict | None = None) -> dict
             "inconsistencies": inst["inconsistencies"], "tokenization_mismatches": inst["tokenization_mismatch"],
             "note": "instances of schemas that compiled and did not time out or crash before them",
         },
-        "ttfm_ms": _pcts(ttfm_ms, (50, 90, 99)),
-        "tbm_us": _pcts(np.asarray(tbm_all), (50, 90, 99, 99.9)),
-        "tbm_valid_us": _pcts(np.asarray(tbm_valid), (50, 90, 99, 99.9)),
+        "ttfm_ms": distribution(ttfm_ms, (50, 90, 99)),
+        "tbm_us": distribution(np.asarray(tbm_all), (50, 90, 99, 99.9)),
+        "tbm_valid_us": distribution(np.asarray(tbm_valid), (50, 90, 99, 99.9)),
         "top_refusals": sorted(refusals.values(), key=lambda d: (-d["schemas"], str(d["class"]), str(d["keyword"]))),
         "crashes": sorted(crashes.values(), key=lambda d: -d["schemas"]),
         "invalidation_errors": [{"index": r["index"], "id": r["id"], "split": r["split"]}
@@ -678,11 +654,7 @@ def markdown(s: dict[str, Any], top: int = 15) -> str:
 
 def plots(records: Sequence[dict], summary: dict, out: Path) -> list[Path]:
     """Stacked outcome bars per split, TTFM CDF and TBM CDF (log axes)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     written = []
     colors = {"passing": "#2ca02c", "compile error": "#bbbbbb", "validation error": "#ff7f0e",
               "invalidation error": "#d62728", "engine inconsistency": "#9467bd", "timeout": "#1f77b4",
@@ -701,10 +673,7 @@ def plots(records: Sequence[dict], summary: dict, out: Path) -> list[Path]:
     ax.set_title(f"MaskBench JSON Schema outcomes per split ({summary['schemas']} schemas)")
     ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.06), ncol=4, fontsize=8, frameon=False)
     fig.tight_layout()
-    p = out / f"{STEM}_outcomes.png"
-    fig.savefig(p, dpi=120)
-    plt.close(fig)
-    written.append(p)
+    written.append(save_figure(fig, out / f"{STEM}_outcomes.png"))
 
     def cdf(ax, values, label):
         a = np.sort(np.maximum(np.asarray(values, dtype=np.float64), 0.05))
@@ -722,10 +691,7 @@ def plots(records: Sequence[dict], summary: dict, out: Path) -> list[Path]:
         ax.grid(True, which="both", alpha=0.3)
         ax.legend()
         fig.tight_layout()
-        p = out / f"{STEM}_{name}.png"
-        fig.savefig(p, dpi=120)
-        plt.close(fig)
-        written.append(p)
+        written.append(save_figure(fig, out / f"{STEM}_{name}.png"))
 
     cdf_figure("ttfm", {
         "compiled schemas": [r["ttfm_s"] * 1e3 for r in records if r.get("ttfm_s") is not None],
@@ -768,10 +734,10 @@ def select(records: Sequence[dict], *, every: int | None = None, per_split: int 
     if every:
         chosen = [r for r in chosen if r["index"] % every == 0]
     if per_split:
-        by: dict[str, list[dict]] = defaultdict(list)
+        by: dict[str | None, list[dict]] = defaultdict(list)
         for r in chosen:
             by[r.get("split")].append(r)
-        keep = set()
+        keep: set[int] = set()
         for rs in by.values():
             m = len(rs)
             picks = range(m) if per_split >= m else sorted({int((j + 0.5) * m / per_split) for j in range(per_split)})

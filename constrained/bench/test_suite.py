@@ -24,6 +24,7 @@ from tqdm import tqdm
 
 from constrained import TokenVocabulary, compile_grammar
 from constrained.bench.datasets import DEFAULT_RESULTS, DEFAULT_SUITE  # noqa: E402
+from constrained.bench.results import markdown_table
 from constrained.errors import ConstrainedError, UnsatisfiableSchemaError
 from constrained.json_schema.compiler import compile_json_schema
 
@@ -71,15 +72,16 @@ def run(suite: Path) -> tuple[dict[str, collections.Counter], list[str], list[st
 
 
 def table(per: dict[str, collections.Counter]) -> str:
-    rows = ["| keyword file | groups | pass | fail (valid rejected) | refused |", "|---|---:|---:|---:|---:|"]
     total: collections.Counter = collections.Counter()
+    rows: list[list[object]] = []
     for k, c in sorted(per.items()):
         total.update(c)
-        rows.append(f"| {k} | {sum(c.values())} | {c['pass']} | {c['fail']} | {c['refused']} |")
+        rows.append([k, sum(c.values()), c["pass"], c["fail"], c["refused"]])
     n = sum(total.values())
-    rows.append(f"| **all** | **{n}** | **{total['pass']}** ({100 * total['pass'] / max(n, 1):.1f}%) | "
-                f"**{total['fail']}** | **{total['refused']}** |")
-    return "\n".join(rows)
+    rows.append(["**all**", f"**{n}**", f"**{total['pass']}** ({100 * total['pass'] / max(n, 1):.1f}%)",
+                 f"**{total['fail']}**", f"**{total['refused']}**"])
+    return "\n".join(markdown_table(["keyword file", "groups", "pass", "fail (valid rejected)", "refused"], rows,
+                                     "lrrrr"))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from constrained.bench.results import percentiles, pyplot, read_records, save_figure
 
 STEM = "vllm_jsonschemabench"
 BACKENDS = ("constrained", "constrained-lp", "xgrammar", "guidance", "outlines")
@@ -71,8 +71,9 @@ def _shortest_tokens(schemas: dict[str, Any], model_dir: str) -> dict[str, int |
     return out
 
 
-def _pct(values: Sequence[float], q: float) -> float | None:
-    return float(np.percentile(values, q)) if values else None
+def _ttft(values: Sequence[float]) -> dict[str, float | None]:
+    p = percentiles(values, (50, 90))
+    return {"ttft_p50_s": p["p50"], "ttft_p90_s": p["p90"]}
 
 
 def summarize(rows: Sequence[dict], backends: Sequence[str]) -> dict[str, dict]:
@@ -93,7 +94,7 @@ def summarize(rows: Sequence[dict], backends: Sequence[str]) -> dict[str, dict]:
                   "cut_invalid": sum(not r["valid"] for r in cut),
                   "cut_invalid_explained": sum(bool(r.get("explained")) for r in cut if not r["valid"]),
                   "output_tokens": tokens, "wall_s": wall, "tokens_per_s": tokens / wall if wall else None,
-                  "ttft_p50_s": _pct(ttft, 50), "ttft_p90_s": _pct(ttft, 90), "startup_s": rs[0].get("startup_s")}
+                  **_ttft(ttft), "startup_s": rs[0].get("startup_s")}
     return out
 
 
@@ -118,10 +119,7 @@ def markdown(summary: dict, meta: dict) -> str:
 
 def plot(summary: dict, path: Path) -> Path | None:
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        plt = pyplot()
     except ImportError:
         return None
     names = list(summary)
@@ -134,9 +132,7 @@ def plot(summary: dict, path: Path) -> Path | None:
     for ax in axes:
         ax.tick_params(axis="x", rotation=30)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def _git_commit() -> str:
@@ -180,7 +176,7 @@ def run_vllm(records: Sequence[dict], *, backends: Sequence[str], max_tokens: in
             if proc.returncode or not res.is_file():
                 print(f"backend {b} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}", file=sys.stderr)
                 continue
-            rows += [json.loads(line) for line in res.read_text().splitlines()]
+            rows += read_records(res)
     for r in rows:
         r["valid"] = r["outcome"] == "finished" and _valid(schemas[r["id"]], r.get("text"))
     doubtful = {r["id"] for r in rows if r["backend"] in OURS and not r["valid"] and r.get("finish") == "length"}
@@ -188,8 +184,9 @@ def run_vllm(records: Sequence[dict], *, backends: Sequence[str], max_tokens: in
         need = _shortest_tokens({i: schemas[i] for i in doubtful}, model)
         for r in rows:
             if r["id"] in doubtful and r["backend"] in OURS:
-                r["shortest_tokens"] = need[r["id"]]
-                r["explained"] = need[r["id"]] is None or need[r["id"]] > max_tokens
+                shortest = need[r["id"]]
+                r["shortest_tokens"] = shortest
+                r["explained"] = shortest is None or shortest > max_tokens
     with open(out / f"{STEM}.jsonl", "w") as f:
         for r in rows:
             f.write(json.dumps(r) + "\n")
