@@ -17,9 +17,9 @@ automaton caches stay warm, as llguidance's do).  Writes
     python benchmarks/maskbench_json_schema.py --vs-llguidance --every 30
 """
 
-import _common  # noqa: F401  (first: pins numeric libraries to one thread)
+import sys
 
-import sys  # noqa: E402
+import _common  # noqa: F401  (before numpy: pins numeric libraries to one thread)
 
 from constrained.bench.maskbench import main  # noqa: E402
 
