@@ -262,3 +262,28 @@ def test_a_long_refused_completion_is_not_searched_from() -> None:
     from constrained.engine.completion import shortest_completion
 
     assert len(shortest_completion(m._rec, m._history[-1])) > MAX_SEARCHED_COMPLETION
+
+
+def test_a_repeated_key_is_refused_at_its_closing_quote_by_mask_and_allows_alike() -> None:
+    """Keys of a value-checked object with free keys: a token that ends a key equal to an
+    earlier one is refused, whether the key began in it (',"a":', '"a"', an escape) or
+    before it."""
+    pieces = [b'{"', b"a", b"b", b'"', b":", b"1", b",", b"}", b',"a":', b',"b":', b'"a"', b'\\u0061"', b""]
+    vocab = TokenVocabulary.from_token_bytes(pieces, eos_ids=[len(pieces) - 1])
+    ids = {p: i for i, p in enumerate(pieces)}
+    schema = {"type": "object", "minProperties": 1, "additionalProperties": {"type": "integer"}}
+    m = compile_grammar(compile_json_schema(schema, whitespace="compact").grammar, vocab, cache_dir=None).matcher()
+
+    def masked(*names):
+        bits = unpack_mask(m.mask(), len(pieces))
+        assert [bool(bits[ids[p]]) for p in names] == [m.allows(ids[p]) for p in names]
+        return [bool(bits[ids[p]]) for p in names]
+
+    assert m.advance_many([ids[p] for p in (b'{"', b"a", b'"', b":", b"1")]) == 5
+    assert masked(b',"a":', b',"b":', b",") == [False, True, True]
+    assert m.advance(ids[b","])
+    assert masked(b'"a"', b'"') == [False, True]
+    assert m.advance(ids[b'"'])
+    assert masked(b'"', b"a", b"b", b'\\u0061"') == [True, True, True, False]   # '"' ends the empty key
+    assert m.advance(ids[b"a"])
+    assert masked(b'"', b"b") == [False, True]

@@ -595,7 +595,9 @@ class JsonValueChecks:
         # a value opened inside the token and continued there gets a cursor only below one
         opens = (frames[-1][2] is not None) if frames else self.root is not None
         need = MAX_CLOSES + 1                 # tokens with at least this many commas (at or below the level)
-        ends = keys = False
+        ends = keys = dup_ends = dup_keys = False
+        spellings: set[bytes] = set()                 # keys a token may repeat (dup_ends / dup_keys)
+        starts: set[bytes] = set()                    # ... or the rest of one begun before the token
         top = frames[-1] if frames else None
         for f in frames[deepest:] if deepest >= 0 else ():
             cur = f[2]
@@ -612,25 +614,36 @@ class JsonValueChecks:
             m = cur.bound("maxProperties")
             if m is not None:
                 need = min(need, max(1, m - len(f[5])))
-            if cur.keys_restricted() or f[5]:         # a key the token ends may be refused
-                if f is not top:
-                    keys = True                       # it closes inner values, then ',"key"'
-                elif mode != OUT and state[3]:
-                    ends = ends or cur.keys_restricted() or _may_repeat(state, f, text)
-                elif mode == OUT and f[3] == KEY:
-                    ends = True
-                else:
-                    keys = True                       # the value ends, then ',"key"'
+            restricted = cur.keys_restricted()
+            if restricted or f[5]:                    # a key the token ends may be refused
+                if mode != OUT and state[3] and f is top:
+                    if restricted:
+                        ends = True
+                    else:                             # tokens that end this key as an earlier one
+                        rest = _repeat_rests(state, f, text)
+                        if rest is None:
+                            ends = True
+                        elif rest:
+                            dup_ends = True
+                            starts.update(rest)
+                    continue
+                if not restricted:                    # only a repeat: tokens spelling an earlier key
+                    spellings.update(json.dumps(k, ensure_ascii=False).encode("utf-8") for k in f[5])
+                if f is top and mode == OUT and f[3] == KEY:
+                    ends, dup_ends = ends or restricted, dup_ends or not restricted
+                else:                                 # inner values or this one end, then ',"key"'
+                    keys, dup_keys = keys or restricted, dup_keys or not restricted
         commas = need if need <= MAX_CLOSES else 0
         room = -1
         if mode != OUT and state[4] >= 0:
             left = self.chars_left(state, text) if text is not None else 0
             room = max(0, left)
         memo_key = None if key is None else (key, mode, r, commas, ends, keys, room, vocab.content_hash())
-        if memo_key is not None:
-            hit = self._candidates.get(memo_key)
-            if hit is not None:
-                return hit
+        hit = self._candidates.get(memo_key) if memo_key is not None else None
+        if hit is not None:
+            if dup_ends or dup_keys:
+                return self._repeat_candidates(hit, mask, vocab, key, mode, dup_ends, dup_keys, spellings, starts)
+            return hit
         prof = _profiles(vocab)
         sel = prof.internal[mode] | prof.closes[mode][r] if r else prof.internal[mode].copy()
         if opens:
@@ -655,7 +668,43 @@ class JsonValueChecks:
             if len(self._candidates) > 65536:
                 self._candidates.clear()
             self._candidates[memo_key] = out
+        if dup_ends or dup_keys:
+            out = self._repeat_candidates(out, mask, vocab, key, mode, dup_ends, dup_keys, spellings, starts)
         return out
+
+    def _repeat_candidates(self, out, mask, vocab, key, mode, dup_ends, dup_keys, spellings,
+                           starts) -> np.ndarray:
+        """``out`` plus the tokens that may end a key repeating an earlier one: of those that
+        end a string (``dup_ends``) or write a whole string after a comma (``dup_keys``),
+        the ones holding an escape, an earlier key's spelling (a key that begins in the
+        token is there whole: an unescaped key has one spelling) or, inside a key begun
+        before the token, beginning with the rest of an earlier key (``starts``)."""
+        memo_key = None if key is None else ("repeat", key, mode, dup_ends, dup_keys, frozenset(spellings),
+                                             frozenset(starts), vocab.content_hash())
+        hit = self._candidates.get(memo_key) if memo_key is not None else None
+        if hit is None:
+            prof = _profiles(vocab)
+            sel = np.zeros_like(prof.ends_string[mode])
+            if dup_ends:
+                sel |= prof.ends_string[mode]
+            if dup_keys:
+                sel |= prof.comma_keys[mode]
+            sel &= mask[: sel.size]
+            words = np.flatnonzero(sel)
+            extra: list[int] = []
+            if words.size:
+                bits = np.unpackbits(sel[words].view(np.uint8), bitorder="little").reshape(-1, 32)
+                row, col = np.nonzero(bits)
+                tb = vocab.token_bytes
+                begins = tuple(starts)
+                extra = [t for t in (words[row] * 32 + col).tolist()
+                         if b"\\" in tb[t] or any(sp in tb[t] for sp in spellings) or tb[t].startswith(begins)]
+            hit = np.array(extra, dtype=np.int64)
+            if memo_key is not None:
+                self._candidates[memo_key] = hit
+        if not hit.size:
+            return out
+        return np.union1d(out, hit) if out.size else hit
 
 
 _NONE = np.zeros(0, dtype=np.int64)
@@ -769,19 +818,21 @@ def _code_points(content: bytes) -> int:
     return 0  # pragma: no cover
 
 
-def _may_repeat(state: tuple, frame: tuple, text) -> bool:
-    """Whether a token read in ``state`` may end a key equal to one ``frame`` (an object)
-    already has: a key being read whose bytes so far begin an earlier key's canonical
-    spelling (or hold an escape), or any key a token starts and ends outside strings."""
-    frames, mode, sstart, is_key, _ = state
-    if mode == OUT:
-        return True
-    if not is_key or frames[-1] is not frame or text is None:
-        return False
-    so_far = bytes(text[sstart + 1:])
+def _repeat_rests(state: tuple, frame: tuple, text) -> set[bytes] | None:
+    """Inside a key of ``frame`` (an object): the bytes that would finish it as one of the
+    object's earlier keys (their canonical spellings' rests, closing quote included);
+    None where that cannot be told (an escape in the key so far, no text)."""
+    if text is None:
+        return None
+    so_far = bytes(text[state[2] + 1:])
     if b"\\" in so_far:
-        return True
-    return any(json.dumps(k, ensure_ascii=False).encode("utf-8")[1:-1].startswith(so_far) for k in frame[5])
+        return None
+    out = set()
+    for k in frame[5]:
+        body = json.dumps(k, ensure_ascii=False).encode("utf-8")[1:]
+        if body.startswith(so_far):
+            out.add(body[len(so_far):])
+    return out
 
 
 def _past(bound: int | None, count: int) -> bool:
