@@ -287,3 +287,29 @@ def test_a_repeated_key_is_refused_at_its_closing_quote_by_mask_and_allows_alike
     assert masked(b'"', b"a", b"b", b'\\u0061"') == [True, True, True, False]   # '"' ends the empty key
     assert m.advance(ids[b"a"])
     assert masked(b'"', b"b") == [False, True]
+
+
+def test_keys_the_grammar_admits_beyond_a_lone_additional_properties_false_agree() -> None:
+    """MaskBench dev schema 3150 with property_order="any": its grammar admits a key the
+    object's close refuses; mask and allows agree on the token that ends it (the mask
+    allowed '":' there and advance refused it)."""
+    from pathlib import Path
+
+    data = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "maskbench" / "dev.jsonl.gz"
+    if not data.is_file():
+        pytest.skip("MaskBench dev data not found")
+    from conftest import load_vocab
+
+    from constrained import Grammar
+    from constrained.bench.datasets import read_schemas
+
+    record = read_schemas(data)[3150]
+    vocab = load_vocab("llama3")
+    cg = compile_grammar(Grammar.from_json_schema(record["schema"], property_order="any"), vocab, cache_dir=None)
+    size = len(vocab.token_bytes)
+    for test in record["tests"]:
+        m = cg.matcher()
+        for tok in vocab.encode(json.dumps(test["data"])):
+            assert bool(unpack_mask(m.mask(), size)[tok]) == m.allows(tok), (m.text[-60:], vocab.token_bytes[tok])
+            if not m.advance(tok):
+                break

@@ -137,8 +137,13 @@ class CheckCursor:
     def key_doomed(self, key: str) -> bool:
         """Whether member ``key`` can never be valid here: a sub-schema that applies to its
         value is ``false`` (``additionalProperties: false`` in an ``allOf`` branch, a
-        ``patternProperties`` pattern mapped to ``false``), or ``propertyNames`` refuses it."""
+        ``patternProperties`` pattern mapped to ``false``), or ``propertyNames`` refuses it.
+        Only where `keys_restricted` (a lone ``additionalProperties: false`` is the
+        grammar's to enforce; where the grammar admits more keys, e.g. beside more than 64
+        properties, the object's close refuses them)."""
         hit = self._doomed.get(key)
+        if hit is None and not self.keys_restricted():
+            return False                  # left to the object's close (the mask's candidates agree)
         if hit is None:
             hit = False
             try:
