@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from constrained.errors import MatcherError
+from constrained.masks import set_token_bits
 
 if TYPE_CHECKING:
     from constrained.engine.matcher import Matcher
@@ -81,10 +82,9 @@ def _as_array(out: Any) -> np.ndarray:
 
 
 def _eos_only(words: int, eos_ids: Sequence[int]) -> np.ndarray:
-    row = np.zeros(words, dtype=np.uint32)
-    for t in eos_ids:
-        row[t >> 5] |= np.uint32(1 << (t & 31))
-    return row.view(np.int32)
+    row = np.zeros(words, dtype=np.int32)
+    set_token_bits(row, eos_ids)
+    return row
 
 
 def fill_masks(matchers: Sequence[Matcher], out: _Out, rows: Sequence[int] | None = None) -> _Out:
