@@ -10,8 +10,7 @@ MaskBench); after them comes EOS, and the request leaves the batch.
 
 Engines, in the same run on the same requests and tokens:
 
-* **ours**: ``Grammar.from_json_schema(schema, property_order="any")`` (MaskBench's
-  options: instances list members in their own order) + ``compile_grammar(grammar,
+* **ours**: ``Grammar.from_json_schema(schema, property_order=...)`` + ``compile_grammar(grammar,
   vocab, cache_dir=None)`` (no disk cache) + ``matcher()``; per step
   ``constrained.fill_masks(live, out, rows=slots)`` then ``m.advance(token)`` each;
 * **llguidance** (optional: skipped when it is not installed):
@@ -20,6 +19,13 @@ Engines, in the same run on the same requests and tokens:
   whitespace, so ``json.dumps`` spacing is allowed); per step
   ``llguidance.numpy.fill_next_token_bitmask_par`` on a one-thread ``LLExecutor``
   then ``consume_token`` each.
+
+Property order: by default (``--property-order schema``) ours reads members in the
+order the schema declares them, as llguidance does (it refuses other orders) and as
+the engine's defaults and the vLLM integration do: both engines then enforce the same
+language.  ``--property-order any`` runs ours with MaskBench's option instead (members
+in any order: a superset grammar whose required members and unique keys are value
+checks -- more work per token than llguidance does for the same requests).
 
 Only requests both engines accept are used: every drawn schema is first screened
 in a throw-away process (both engines compile it and accept its instance, within
@@ -100,17 +106,18 @@ class OurEngine:
 
     name = "ours"
 
-    def __init__(self, vocab) -> None:
+    def __init__(self, vocab, property_order: str = "schema") -> None:
         from constrained import fill_masks
 
         self.vocab = vocab
+        self.options = {**SCHEMA_OPTIONS, "property_order": property_order}
         self.words = (len(vocab) + 31) // 32
         self._fill = fill_masks
 
     def compile(self, schema: Any):
         from constrained import Grammar, compile_grammar
 
-        grammar = Grammar.from_json_schema(schema, **SCHEMA_OPTIONS)
+        grammar = Grammar.from_json_schema(schema, **self.options)
         return compile_grammar(grammar, self.vocab, cache_dir=None).matcher()
 
     def fill(self, matchers: list, rows: list[int], out: np.ndarray) -> None:
@@ -422,7 +429,8 @@ def _pool(runs: list[dict]) -> dict[str, Any]:
 def run(batch_sizes: Sequence[int] = (1, 16, 64), batches: int = 2, seed: int = 0, *,
         data: str | os.PathLike[str] = DEFAULT_DATA, vocab_path: str | os.PathLike[str] = DEFAULT_VOCAB,
         vocab=None, engines: Sequence[str] = ENGINES, warmup: bool = True, isolate: bool = True,
-        screen_timeout: float = 30.0, progress: bool = False, records: list[dict] | None = None) -> dict[str, Any]:
+        screen_timeout: float = 30.0, progress: bool = False, records: list[dict] | None = None,
+        property_order: str = "schema") -> dict[str, Any]:
     """Run the benchmark and return its results (what ``serving_batch.json`` holds).
 
     ``vocab``: an already loaded `TokenVocabulary` of ``vocab_path`` (a tokenizer
@@ -442,7 +450,7 @@ def run(batch_sizes: Sequence[int] = (1, 16, 64), batches: int = 2, seed: int = 
     eos = int(min(vocab.eos_ids))
     objs = {}
     if "ours" in engines:
-        objs["ours"] = OurEngine(vocab)
+        objs["ours"] = OurEngine(vocab, property_order)
     if "llguidance" in engines:
         objs["llguidance"] = LLGuidanceEngine(vocab_path, vocab.eos_ids)
     rng = random.Random(seed)
@@ -523,6 +531,7 @@ def run(batch_sizes: Sequence[int] = (1, 16, 64), batches: int = 2, seed: int = 
                          "peak_memory": _ratio(o["peak_mib"], g["peak_mib"])}
     meta = {"date": time.strftime("%Y-%m-%d %H:%M"), "command_args": {
                 "batch_sizes": list(batch_sizes), "batches": batches, "seed": seed, "warmup": warmup,
+                "property_order": property_order,
                 "screen_timeout_s": screen_timeout, "isolate": isolate},
             "data": data_name, "vocab": str(vocab_path),
             "vocab_size": len(vocab), "eos": eos, "engines": list(objs),
@@ -571,8 +580,11 @@ def markdown(res: dict) -> str:
     a = meta["command_args"]
     lines = [f"# Serving benchmark: fresh JSON Schemas, batched masks ({meta['date']})", "",
              f"`python benchmarks/serving_batch.py --batch-sizes {','.join(map(str, a['batch_sizes']))} "
-             f"--batches {a['batches']} --seed {a['seed']}`"
-             f"{'' if a['warmup'] else ' --no-warmup'}; {meta['machine']}; one thread per engine; "
+             f"--batches {a['batches']} --seed {a['seed']}"
+             f"{'' if a['warmup'] else ' --no-warmup'}"
+             f"{' --property-order any' if a.get('property_order') == 'any' else ''}`; "
+             f"ours: members {'in any order' if a.get('property_order') == 'any' else 'in declared order'}; "
+             f"{meta['machine']}; one thread per engine; "
              f"vocabulary {Path(meta['vocab']).name} ({meta['vocab_size']:,} tokens)"
              + (f"; llguidance {meta['llguidance_version']}" if both and meta.get("llguidance_version") else "")
              + (f"; commit {meta['git']['commit'][:7]}" if meta.get("git", {}).get("commit") else "")
@@ -680,10 +692,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--no-warmup", action="store_true", help="no warm-up compiles before the runs")
     ap.add_argument("--screen-timeout", type=float, default=30.0, help="seconds per schema when screening")
     ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument("--property-order", choices=("schema", "any"), default="schema",
+                    help="ours: members in declared order (default; llguidance's semantics) or in any order "
+                         "(MaskBench's option)")
     args = ap.parse_args(argv)
     res = run([int(x) for x in args.batch_sizes.split(",") if x], args.batches, args.seed, data=args.data,
               vocab_path=args.vocab, engines=[e.strip() for e in args.engines.split(",") if e.strip()],
-              warmup=not args.no_warmup, screen_timeout=args.screen_timeout, progress=not args.no_progress)
+              warmup=not args.no_warmup, screen_timeout=args.screen_timeout, progress=not args.no_progress,
+              property_order=args.property_order)
     paths = write_reports(res, args.out)
     print(markdown(res))
     print("wrote " + ", ".join(map(str, paths)))
