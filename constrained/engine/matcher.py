@@ -4,7 +4,7 @@ A matcher is a list of interned state ids (one per token read, plus the start),
 so `fork` copies a list of ints and `rollback` pops; all heavy lifting
 (transitions, masks) is memoised in the shared `Recognizer`.
 
-Definitions used throughout (see ../shared/docs/algorithms.md §0): the mask is
+Definitions used throughout (docs/engine.md, "The language"): the mask is
 *exact*: token ``t`` is allowed iff the bytes so far followed by ``bytes(t)``
 are a prefix of some string in the language; EOS tokens are allowed iff the
 bytes so far are in the language.

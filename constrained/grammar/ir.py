@@ -1,7 +1,7 @@
 """The Grammar IR: rules over terminals; terminals are regular expressions.
 
-Every front end (lark EBNF, GBNF, a bare regex, later JSON Schema) produces a
-`Grammar`; the compiler only ever sees this type.
+Every front end (lark EBNF, GBNF, a bare regex, JSON Schema, structural tags) produces
+a `Grammar`; the compiler only ever sees this type (docs/grammars.md).
 
 Semantics (the contract the whole engine is tested against):
 

@@ -14,7 +14,7 @@ Three public helpers, used when ``minimum``/``maximum``/``exclusiveMinimum``/
   present is a sound restriction (every produced spelling satisfies the bounds;
   spellings like ``1e2`` are simply not generated).
 
-Construction (see docs/algorithms.md §2.2): integers are split by digit count;
+Construction: integers are split by digit count;
 within one digit count a range is a common prefix followed by "at least the
 lower bound's digits" / "a digit strictly between" / "at most the upper bound's
 digits".  Fractions are compared digit-wise as padded digit strings.  Both use

@@ -10,7 +10,7 @@
   ``structured_outputs`` / ``response_format`` and its speculative decoding run on
   this engine.
 
-See README "Serving with vLLM" for the commands, and each module for details.
+See docs/serving.md and README "Serving with vLLM" for the commands, and each module for details.
 """
 
 from constrained.integrations.vllm.backend import BACKEND_NAME, ConstrainedBackend, ConstrainedGrammar
