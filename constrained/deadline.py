@@ -9,7 +9,13 @@ automata caches only keep finished automata, and a lazily built terminal stays u
 
 `DEFAULT_COMPILE_TIMEOUT` is the limit of `Grammar.from_*`, `compile_grammar` and of
 building a terminal's automaton on first use, unless a caller passes ``timeout=``
-(``None``: no limit).
+(``None``: no limit).  Grammar front ends name the rule and line being compiled
+(``rule=``, ``line=``: the error's ``rule`` and ``line``).
+
+Third-party code that cannot call `check_deadline` (lark's grammar loader) runs inside
+`interrupt_at_deadline`: when the deadline passes while it runs, an exception is raised
+in that thread asynchronously (CPython's ``PyThreadState_SetAsyncExc``, delivered
+between two bytecodes of pure-Python code) and becomes `CompileTimeoutError`.
 
 Example:
     >>> import time
@@ -23,6 +29,8 @@ Example:
 
 from __future__ import annotations
 
+import ctypes
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -30,7 +38,8 @@ from contextvars import ContextVar
 
 from constrained.errors import CompileTimeoutError
 
-__all__ = ["DEFAULT_COMPILE_TIMEOUT", "check_deadline", "compile_deadline"]
+__all__ = ["DEFAULT_COMPILE_TIMEOUT", "check_deadline", "compile_deadline", "interrupt_at_deadline",
+           "remaining", "timeout_error"]
 
 DEFAULT_COMPILE_TIMEOUT = 30.0        # seconds; a server can pass less
 
@@ -55,9 +64,90 @@ def compile_deadline(timeout: float | None) -> Iterator[None]:
         _active.reset(token)
 
 
-def check_deadline(*, keyword: str | None = None, pointer: str | None = None, terminal: str | None = None) -> None:
-    """Raise `CompileTimeoutError` if the innermost deadline has passed."""
+def remaining() -> float | None:
+    """Seconds left before the innermost deadline (0 once passed); None without one."""
+    active = _active.get()
+    return None if active is None else max(0.0, active[0] - time.monotonic())
+
+
+def check_deadline(*, keyword: str | None = None, pointer: str | None = None, terminal: str | None = None,
+                   rule: str | None = None, line: int | None = None) -> None:
+    """Raise `CompileTimeoutError` if the innermost deadline has passed.
+
+    ``keyword``/``pointer`` (a JSON Schema's), ``terminal``, or ``rule``/``line`` (a
+    grammar's) say what was being compiled."""
     active = _active.get()
     if active is not None and time.monotonic() > active[0]:
-        raise CompileTimeoutError(f"compiling took longer than {active[1]} s", limit="compile_timeout",
-                                  value=active[1], keyword=keyword, pointer=pointer, terminal=terminal)
+        raise timeout_error(keyword=keyword, pointer=pointer, terminal=terminal, rule=rule, line=line)
+
+
+def timeout_error(*, keyword: str | None = None, pointer: str | None = None, terminal: str | None = None,
+                  rule: str | None = None, line: int | None = None, what: str | None = None) -> CompileTimeoutError:
+    """The `CompileTimeoutError` of the innermost deadline, naming where (a grammar's
+    ``rule`` and ``line`` are the error's ``rule`` and ``line``); ``what`` says more in
+    the message (e.g. ``"in lark's grammar loader"``)."""
+    active = _active.get()
+    seconds = 0.0 if active is None else active[1]
+    message = f"compiling took longer than {seconds} s" + (f" ({what})" if what else "")
+    return CompileTimeoutError(message, limit="compile_timeout", value=seconds, keyword=keyword,
+                               pointer=pointer, terminal=terminal, rule=rule, line=line)
+
+
+class _DeadlinePassed(BaseException):
+    """Raised asynchronously in a thread running third-party code past its deadline (a
+    BaseException, so the code's own ``except Exception`` handlers let it through)."""
+
+
+_set_async_exc = getattr(getattr(ctypes, "pythonapi", None), "PyThreadState_SetAsyncExc", None)
+
+
+@contextmanager
+def interrupt_at_deadline(**where) -> Iterator[None]:
+    """Bound code that cannot call `check_deadline` (a third-party loader) by the innermost
+    deadline: past it, the code is interrupted and `CompileTimeoutError` (naming
+    ``where``, the arguments of `timeout_error`) is raised.  Without a deadline, or on a
+    Python without ``PyThreadState_SetAsyncExc``, the code runs unbounded and the
+    deadline is checked when it returns.
+
+    A timer thread raises `_DeadlinePassed` in this thread when the time is up; leaving
+    the block first disarms it, under a lock, and withdraws an exception raised but not
+    yet delivered, so nothing reaches code after the block.
+
+    >>> with compile_deadline(0.05), interrupt_at_deadline(what="in a loop"):
+    ...     while True:
+    ...         pass
+    Traceback (most recent call last):
+    ...
+    constrained.errors.CompileTimeoutError: compiling took longer than 0.05 s (in a loop) (limit compile_timeout=0.05)
+    """
+    left = remaining()
+    if left is None or _set_async_exc is None:
+        yield
+        check_deadline(**{k: v for k, v in where.items() if k != "what"})
+        return
+    thread = ctypes.c_ulong(threading.get_ident())
+    lock = threading.Lock()
+    state = {"done": False, "fired": False}
+
+    def fire() -> None:
+        with lock:
+            if not state["done"]:
+                state["fired"] = True
+                _set_async_exc(thread, ctypes.py_object(_DeadlinePassed))
+
+    timer = threading.Timer(left, fire)
+    timer.daemon = True
+    try:
+        timer.start()
+        try:
+            yield
+        finally:
+            with lock:
+                state["done"] = True
+                if state["fired"]:
+                    _set_async_exc(thread, None)     # raised but not delivered yet: withdraw it
+            timer.cancel()
+    except _DeadlinePassed:
+        raise timeout_error(**where) from None
+    if state["fired"]:
+        raise timeout_error(**where)

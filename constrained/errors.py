@@ -78,29 +78,37 @@ class CompileLimitError(GrammarError):
 
     Raised instead of hanging or exhausting memory on pathological input; ``limit``
     names the limit and ``value`` the configured bound; ``terminal``, or ``keyword``
-    and ``pointer`` (a JSON pointer into a schema), say what was too big.
+    and ``pointer`` (a JSON pointer into a schema), or a grammar's ``rule`` and
+    ``line``, say what was too big.
     """
 
     def __init__(self, message: str, *, limit: str, value: float, terminal: str | None = None,
-                 keyword: str | None = None, pointer: str | None = None) -> None:
+                 keyword: str | None = None, pointer: str | None = None, rule: str | None = None,
+                 line: int | None = None) -> None:
         self.reason = message
         self.limit = limit
         self.value = value
         self.terminal = terminal
         self.keyword = keyword
         self.pointer = pointer
+        self.rule = rule
         where = [f"terminal {terminal}"] if terminal else []
+        if rule is not None:
+            where.append(f"rule {rule!r}")
+        if line is not None:
+            where.append(f"line {line}")
         if keyword:
             where.append(f"keyword {keyword!r}")
         if pointer is not None:
             where.append(f"at #{pointer}")
         suffix = f" (limit {limit}={value}" + "".join(", " + w for w in where) + ")"
         super().__init__(message + suffix)
+        self.line = line
 
     def at(self, pointer: str) -> CompileLimitError:
         """The same error, located at ``pointer`` in a schema."""
         return type(self)(self.reason, limit=self.limit, value=self.value, terminal=self.terminal,
-                          keyword=self.keyword, pointer=pointer)
+                          keyword=self.keyword, pointer=pointer, rule=self.rule, line=self.line)
 
 
 class CompileTimeoutError(CompileLimitError):
