@@ -35,6 +35,10 @@ Decisions where llama.cpp is lax or quirky: a rule defined twice, an empty class
 line break inside a literal or class, ``{m,n}`` with n < m, and a rule defined
 on the same line as the previous one are syntax errors; left recursion is
 allowed; ``{,n}`` means ``{0,n}``; a count above 1000 raises `CompileLimitError`.
+
+Loading is bounded by ``timeout`` (`constrained.deadline`): parsing checks the deadline
+per rule, lowering per rule and per helper rule (a counted repetition makes up to 1000),
+and `CompileTimeoutError` names the rule and its line.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from constrained.deadline import DEFAULT_COMPILE_TIMEOUT, compile_deadline, remaining, timeout_error
 from constrained.errors import CompileLimitError, GrammarError, GrammarSyntaxError
 from constrained.grammar.ir import Grammar, Rule, TerminalDef
 
@@ -112,6 +117,13 @@ class _RuleDef:
 def _line_col(text: str, pos: int) -> tuple[int, int]:
     line = text.count("\n", 0, pos) + 1
     return line, pos - (text.rfind("\n", 0, pos) + 1) + 1
+
+
+def _check_time(text: str, pos: int, rule: str | None) -> None:
+    """`CompileTimeoutError` naming ``rule`` and the line of ``pos``, once the deadline passed
+    (the line is counted only then: checks stay O(1))."""
+    if remaining() == 0.0:
+        raise timeout_error(rule=rule, line=_line_col(text, pos)[0])
 
 
 def _merge_ranges(ranges: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
@@ -201,6 +213,7 @@ class _Parser:
             self.pos = 1
         self.skip_space()
         while self.pos < len(self.text):
+            _check_time(self.text, self.pos, None)
             rule = self.parse_rule()
             if rule.name in rules:
                 first = self.where(rules[rule.name].pos)
@@ -562,21 +575,25 @@ _Symbols = tuple[str, ...]
 class _Lowering:
     """Turns rule ASTs into IR rules, terminals and helper rules."""
 
-    def __init__(self) -> None:
+    def __init__(self, text: str = "") -> None:
         self.terminals: list[TerminalDef] = []
         self.rules: list[Rule] = []
         self._by_regex: dict[str, str] = {}
         self._helpers: dict[object, str] = {}
         self._count = 0
         self._owner = ""
+        self._text = text            # the GBNF text, and where the rule being lowered starts in it
+        self._owner_pos = 0
 
-    def add_rule(self, name: str, body: _Node) -> None:
-        self._owner = name
+    def add_rule(self, name: str, body: _Node, pos: int = 0) -> None:
+        self._owner, self._owner_pos = name, pos
+        _check_time(self._text, pos, name)
         at = len(self.rules)
         own = [Rule(name, rhs) for rhs in self._alternatives(body)]
         self.rules[at:at] = own  # the rule first, then the helpers it created
 
     def _fresh(self, stem: str) -> str:
+        _check_time(self._text, self._owner_pos, self._owner)
         self._count += 1
         return f"{stem}_{self._count - 1}"
 
@@ -671,6 +688,7 @@ class _Lowering:
 
 # ------------------------------------------------------------------------- entry
 def _check_references(rules: list[_RuleDef], parser: _Parser) -> None:
+    """`GrammarSyntaxError` at the first reference to a rule that is not defined."""
     defined = {r.name for r in rules}
 
     def walk(node: _Node) -> None:
@@ -683,13 +701,17 @@ def _check_references(rules: list[_RuleDef], parser: _Parser) -> None:
             walk(node.item)
 
     for rule in rules:
+        _check_time(parser.text, rule.pos, rule.name)
         walk(rule.body)
 
 
-def grammar_from_gbnf(text: str, *, start: str = "root", source: str = "<gbnf>") -> Grammar:
+def grammar_from_gbnf(text: str, *, start: str = "root", source: str = "<gbnf>",
+                      timeout: float | None = DEFAULT_COMPILE_TIMEOUT) -> Grammar:
     """Compile llama.cpp GBNF text into the Grammar IR.
 
     Regular parts become single terminals; see the module docstring for the mapping.
+    Past ``timeout`` seconds (None: no limit) `CompileTimeoutError` names the rule being
+    read or lowered and its line.
 
     Example:
         >>> g = grammar_from_gbnf('root ::= [0-9]+ ("," [0-9]+)*')
@@ -703,15 +725,20 @@ def grammar_from_gbnf(text: str, *, start: str = "root", source: str = "<gbnf>")
     """
     if not isinstance(text, str):
         raise GrammarError(f"a GBNF grammar must be a str, not {type(text).__name__}", source=source)
+    with compile_deadline(timeout):
+        return _grammar_from_gbnf(text, start, source)
+
+
+def _grammar_from_gbnf(text: str, start: str, source: str) -> Grammar:
     parser = _Parser(text, source)
     rules = parser.parse()
     _check_references(rules, parser)
     if start not in {r.name for r in rules}:
         raise GrammarSyntaxError(f"start rule {start!r} is not defined", line=1, column=1,
                                  source=source)
-    lowering = _Lowering()
+    lowering = _Lowering(text)
     for rule in rules:
-        lowering.add_rule(rule.name, rule.body)
+        lowering.add_rule(rule.name, rule.body, rule.pos)
     try:
         return Grammar(terminals=tuple(lowering.terminals), rules=tuple(dict.fromkeys(lowering.rules)),
                        start=start, ignore=(), source=source)

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from constrained.deadline import DEFAULT_COMPILE_TIMEOUT
 from constrained.errors import GrammarError, RegexError
 from constrained.grammar.checks import ValueChecks
 
@@ -180,17 +181,20 @@ class Grammar:
     def from_lark(cls, text: str, *, start: str = "start", source: str = "<lark>",
                   **schema_options: Any) -> Grammar:
         """Load lark EBNF with lark's own loader (imports, templates, %ignore); ``%json {...}``
-        sections are JSON Schemas compiled with ``schema_options``."""
+        sections are JSON Schemas compiled with ``schema_options``.  ``timeout`` (seconds,
+        `constrained.deadline.DEFAULT_COMPILE_TIMEOUT` by default, None: no limit) bounds
+        the whole load, sections included."""
         from constrained.grammar.lark_frontend import grammar_from_lark
 
         return grammar_from_lark(text, start=start, source=source, **schema_options)
 
     @classmethod
-    def from_gbnf(cls, text: str, *, start: str = "root", source: str = "<gbnf>") -> Grammar:
-        """Load a llama.cpp GBNF grammar (``root ::= ...``)."""
+    def from_gbnf(cls, text: str, *, start: str = "root", source: str = "<gbnf>",
+                  timeout: float | None = DEFAULT_COMPILE_TIMEOUT) -> Grammar:
+        """Load a llama.cpp GBNF grammar (``root ::= ...``); ``timeout`` as in `from_lark`."""
         from constrained.grammar.gbnf import grammar_from_gbnf
 
-        return grammar_from_gbnf(text, start=start, source=source)
+        return grammar_from_gbnf(text, start=start, source=source, timeout=timeout)
 
     @classmethod
     def from_regex(cls, pattern: str, *, source: str = "<regex>") -> Grammar:

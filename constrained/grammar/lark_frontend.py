@@ -20,6 +20,14 @@ Two extensions (llguidance's spelling):
   ``ESCAPED_STRING`` is what lark itself accepts, a quoted string whose quotes inside are
   escaped, ``"(?:[^"\\\n]|\\[^\n])*"``.  Other look-around is refused with a
   `RegexError` saying so.
+
+Loading is bounded by ``timeout`` (`constrained.deadline`): lark's loader (which cannot
+check a deadline itself) runs under `interrupt_at_deadline`, our own steps check the
+deadline per rule and terminal, and ``%json`` sections get the time that is left.  Only
+lark's loader is run, not its parser construction, whose Earley analysis is quadratic in
+the number of rules and which this translation never uses; the checks that construction
+makes (rules defined twice, undefined rules, terminals that lark cannot compile or that
+match the empty string) are made here, with lark's messages.
 """
 
 from __future__ import annotations
@@ -28,6 +36,13 @@ import json
 import re
 from typing import Any
 
+from constrained.deadline import (
+    DEFAULT_COMPILE_TIMEOUT,
+    compile_deadline,
+    interrupt_at_deadline,
+    remaining,
+    timeout_error,
+)
 from constrained.errors import (
     GrammarError,
     GrammarSyntaxError,
@@ -185,9 +200,11 @@ def _terminal_regex(name: str, regex: str) -> str:
     return regex
 
 
-def grammar_from_lark(text: str, *, start: str = "start", source: str = "<lark>", **schema_options: Any) -> Grammar:
+def grammar_from_lark(text: str, *, start: str = "start", source: str = "<lark>",
+                      timeout: float | None = DEFAULT_COMPILE_TIMEOUT, **schema_options: Any) -> Grammar:
     """Compile lark EBNF text into the Grammar IR; ``%json {...}`` sections are compiled with
-    `Grammar.from_json_schema` (``schema_options``).
+    `Grammar.from_json_schema` (``schema_options``).  Past ``timeout`` seconds (None: no
+    limit) `CompileTimeoutError` names the rule or terminal and its line.
 
     Example:
         >>> g = grammar_from_lark('start: WORD ("," WORD)*\\n%import common.WORD')
@@ -197,24 +214,17 @@ def grammar_from_lark(text: str, *, start: str = "start", source: str = "<lark>"
         >>> type(g.checks).__name__
         'SectionChecks'
     """
-    try:
-        from lark import Lark
-        from lark.exceptions import LarkError
-    except ImportError as e:  # pragma: no cover - lark is a hard dependency
-        raise GrammarError("lark is required for lark grammars") from e
     if not isinstance(text, str):
         raise GrammarError(f"a lark grammar must be a str, not {type(text).__name__}", source=source)
+    with compile_deadline(timeout):
+        return _grammar_from_lark(text, start, source, timeout, schema_options)
+
+
+def _grammar_from_lark(text: str, start: str, source: str, timeout: float | None,
+                       schema_options: dict[str, Any]) -> Grammar:
     original = text
     text, sections = _json_sections(text, source)
-    try:
-        parser = Lark(text, parser="earley", lexer="dynamic_complete", start=start)
-    except LarkError as e:
-        raise _lark_error(e, original, source) from None
-    except _LOAD_ERRORS as e:
-        # re's and the regex module's errors: a terminal regex lark itself cannot compile
-        raise GrammarSyntaxError(f"lark could not load the grammar: {e}", source=source) from None
-    except OSError as e:                # %import of a grammar that does not exist
-        raise GrammarSyntaxError(f"lark could not import a grammar: {e}", source=source) from None
+    lark_terminals, lark_rules, ignore_tokens = _load(text, original, start, source)
 
     placeholders = {name for name, _, _, _ in sections}
     where = {name: (line, column) for name, _, line, column in sections}
@@ -222,7 +232,8 @@ def grammar_from_lark(text: str, *, start: str = "start", source: str = "<lark>"
     regex_specs = {name: spec for name, spec, _, _ in sections if name.startswith("_REGEXSPEC")}
     sections = [s for s in sections if s[0] not in regex_specs]
     terminals = []
-    for t in parser.terminals:
+    for t in lark_terminals:
+        _check_time(original, terminal=t.name)
         if t.name in regex_specs:
             terminals.append(_regex_terminal(t.name, regex_specs[t.name], *where[t.name], source))
             continue
@@ -242,23 +253,90 @@ def grammar_from_lark(text: str, *, start: str = "start", source: str = "<lark>"
                 f"terminal {t.name!r} has no definition (%declare needs a custom lexer)",
                 line=line, column=column, source=source)
         terminals.append(TerminalDef(t.name, _terminal_regex(t.name, pattern.to_regexp())))
-    used = {s.name for r in parser.rules for s in r.expansion if s.is_term} | set(parser.ignore_tokens)
+    used = {s.name for r in lark_rules for s in r.expansion if s.is_term} | set(ignore_tokens)
     declared = {t.name for t in terminals} | placeholders
     for name in sorted(used - declared):
         line, column = _locate(original, name)
         raise UnsupportedGrammarError(f"terminal {name!r} has no definition (%declare needs a custom lexer)",
                                       line=line, column=column, source=source)
-    rules = tuple(Rule(r.origin.name, tuple(s.name for s in r.expansion)) for r in parser.rules)
+    rules = tuple(Rule(r.origin.name, tuple(s.name for s in r.expansion)) for r in lark_rules)
     try:
         if not sections:
             return Grammar(terminals=tuple(terminals), rules=rules, start=start,
-                           ignore=tuple(parser.ignore_tokens), source=source)
-        return _with_json_sections(terminals, rules, start, tuple(parser.ignore_tokens), sections, source,
-                                   schema_options)
+                           ignore=tuple(ignore_tokens), source=source)
+        return _with_json_sections(terminals, rules, start, tuple(ignore_tokens), sections, source,
+                                   {**schema_options, "timeout": timeout})
     except GrammarError as e:
         if type(e) is GrammarError:       # the IR's own checks (a name used twice, ...)
             raise GrammarSyntaxError(e.message, source=source) from None
         raise                             # a %json schema's error, typed and located
+
+
+def _load(text: str, original: str, start: str, source: str) -> tuple[list, list, list]:
+    """lark's terminals, rules (BNF, after inlining and templates) and ignored terminal names
+    of ``text``, loaded by lark's own loader within the deadline, with the checks lark's
+    parser construction would make (`_check_like_lark`)."""
+    try:
+        from lark.exceptions import LarkError
+        from lark.load_grammar import load_grammar
+    except ImportError as e:  # pragma: no cover - lark is a hard dependency
+        raise GrammarError("lark is required for lark grammars") from e
+    lines = original.count("\n") + 1
+    try:
+        with interrupt_at_deadline(what=f"in lark's grammar loader, a grammar of {lines} lines"):
+            grammar, _ = load_grammar(text, "<string>", [], False)
+            lark_terminals, lark_rules, ignore_tokens = grammar.compile([start], set())
+        _check_like_lark(lark_terminals, lark_rules, start, original)
+    except LarkError as e:
+        raise _lark_error(e, original, source) from None
+    except _LOAD_ERRORS as e:
+        # re's and the regex module's errors: a terminal regex lark itself cannot compile
+        raise GrammarSyntaxError(f"lark could not load the grammar: {e}", source=source) from None
+    except OSError as e:                # %import of a grammar that does not exist
+        raise GrammarSyntaxError(f"lark could not import a grammar: {e}", source=source) from None
+    return lark_terminals, lark_rules, ignore_tokens
+
+
+def _check_time(original: str, *, rule: str | None = None, terminal: str | None = None) -> None:
+    """`CompileTimeoutError` naming the rule or terminal and its line, once the deadline passed."""
+    if remaining() == 0.0:
+        line, _ = _locate(original, rule or terminal or "")
+        raise timeout_error(rule=rule, terminal=terminal, line=line)
+
+
+def _check_like_lark(terminals: list, rules: list, start: str, original: str) -> None:
+    """What ``Lark(parser="earley", lexer="dynamic_complete")`` checks when it builds its
+    parser, with its errors: a rule defined twice, a rule that uses an undefined rule (or
+    an undefined start), a terminal regex that ``re`` cannot compile or that matches the
+    empty string.  Linear in the grammar, unlike that construction."""
+    import re as re_module
+
+    from lark.exceptions import GrammarError as LarkGrammarError
+    from lark.grammar import NonTerminal
+    from lark.utils import get_regexp_width
+
+    seen: set = set()
+    origins = {r.origin for r in rules}
+    for r in rules:
+        _check_time(original, rule=r.origin.name)
+        if r in seen:
+            raise LarkGrammarError(f"Rule '{r}' already exists")
+        seen.add(r)
+    for r in [*rules, None]:
+        expansion = [NonTerminal(start)] if r is None else r.expansion
+        for sym in expansion:
+            if not (sym.is_term or sym in origins):
+                raise LarkGrammarError(f"Using an undefined rule: {sym}")
+    for t in terminals:
+        _check_time(original, terminal=t.name)
+        regexp = t.pattern.to_regexp()
+        try:
+            width = get_regexp_width(regexp)[0]
+        except ValueError:
+            raise LarkGrammarError(f"Bad regexp in token {t.name}: {regexp}") from None
+        if width == 0:
+            raise LarkGrammarError("Dynamic Earley doesn't allow zero-width regexps", t)
+        re_module.compile(regexp)
 
 
 def _with_json_sections(terminals, rules, start, ignore, sections, source, schema_options) -> Grammar:
