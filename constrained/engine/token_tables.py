@@ -15,6 +15,10 @@ They are read off the vocabulary's byte trie (`constrained.engine.token_trie`:
 numpy level by level, only where the DFA is live) and stored
 under ``$CONSTRAINED_CACHE_DIR`` (default ``~/.cache/constrained``) per
 vocabulary hash, so a second process loads instead of recomputing.
+
+Computing a table honours the caller's compile deadline (`constrained.deadline`): past
+it, `CompileTimeoutError` names the automaton's regex and nothing of that table is kept
+(a table is stored only once computed).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from constrained.automata.byte_dfa import ByteDFA
+from constrained.deadline import remaining, timeout_error
 from constrained.engine.crossing import CrossingSet, CrossingSets
 from constrained.engine.token_trie import VocabTrie
 from constrained.masks import pack_mask, pack_token_ids
@@ -119,6 +124,9 @@ class TokenTables:
             with self._lock:
                 per = self._tables.setdefault(dfa.digest, self._load(dfa) or {})
         table = per.get(state)
+        if table is None and remaining() == 0.0:       # a deadline is open and has passed
+            shown = dfa.regex if len(dfa.regex) <= 80 else dfa.regex[:80] + "..."
+            raise timeout_error(what=f"the token table of state {state} of /{shown}/")
         if table is None and np.count_nonzero(dfa.transitions[state]) < SHARE_MIN_LIVE_BYTES:
             table = per[state] = self._compute(dfa, state)   # cheap: few tokens to scan
         if table is None:
