@@ -746,13 +746,13 @@ _KEY_CHARS = st.sampled_from(list('ab/"\\- _{}[]()|*.+?^$\x00\x1f\x7fÃ©\u2028ðŸ˜
 @given(text=st.text(_KEY_CHARS, max_size=10))
 def test_key_literal_chains_equal_the_reference(text: str) -> None:
     """A JSON key in every escape spelling is built as a chain of tries (`_chain_dfa`, no
-    NFA), and its regex a character at a time (`_json_literal_regex`): the very tables of
+    NFA), and its regex a character at a time (`json_literal_regex`): the very tables of
     the reference construction of the whole literal's regex."""
-    from constrained.json_schema.compiler import _json_literal_regex, _literal_regex
+    from constrained.json_schema.compile.literals import json_literal_regex, literal_regex
     from constrained.json_schema.json_string import json_string_regex
 
-    regex = _json_literal_regex(text)
-    assert regex == json_string_regex(_literal_regex(text))
+    regex = json_literal_regex(text)
+    assert regex == json_string_regex(literal_regex(text))
     assert byte_dfa._chain_dfa(regex, 20_000) is not None
     got = compile_regex.__wrapped__(regex)
     want = _reference_regex(regex)

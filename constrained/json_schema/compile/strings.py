@@ -1,0 +1,158 @@
+"""String values: ``pattern``, ``format`` and ``minLength``/``maxLength`` intersected as
+one terminal over the JSON *text* (every escape spelling of the allowed characters).
+
+A `StringPiece` is ``(part, keyword, regex)``: a character-level regex the string must
+fully match, ``("length", low, high)`` (a code-point count), or ``("encoded", regex)``
+(a regex over the JSON text already).  The terminal is the first piece's regex,
+intersected with the others' (``also``); pieces that make its automaton too large are
+dropped and checked instead (lengths first, then the last added).  Lengths above
+`MAX_COUNTED_LENGTH` are value checks from the start.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from constrained.errors import (
+    CompileLimitError,
+    CompileTimeoutError,
+    ConstrainedError,
+    InvalidSchemaError,
+    UnsupportedSchemaError,
+)
+from constrained.json_schema import grounding
+from constrained.json_schema.compile.bounds import count_bounds
+from constrained.json_schema.compile.rules import STRING_REGEX, Alternatives, TerminalKey
+from constrained.json_schema.conjunction import Conjunction, Part
+from constrained.json_schema.ecma_regex import pattern_search_regex
+from constrained.json_schema.formats import FORMAT_REGEXES
+from constrained.json_schema.json_string import json_string_regex, length_bounded_any_string
+
+if TYPE_CHECKING:                      # pragma: no cover
+    from constrained.json_schema.compiler import SchemaCompiler
+
+MAX_COUNTED_LENGTH = 24  # string length bounds counted by the automaton (longer: value checks)
+
+StringPiece = tuple[Part, str, Any]
+"""``(part, keyword, regex)``: see the module docstring for the forms of ``regex``."""
+
+# terminals whose automaton exceeds the default limits (the compiled ones are cached by
+# `compile_terminal`; a refusal is not, and finding it out costs a whole determinization:
+# an ``email`` format, ~0.3 s, once per process instead of once per schema)
+_TOO_LARGE: set[TerminalKey] = set()
+
+
+def string_alternatives(compiler: SchemaCompiler, conj: Conjunction) -> Alternatives:
+    """The alternatives of the strings ``conj`` allows: one terminal, or none."""
+    pieces = string_pieces(compiler, conj)
+    if pieces is None:
+        return []
+    terminal = grounding.grounded_string(compiler, conj, pieces)    # x-grounded: a substring of the text
+    if terminal is not None:
+        return [(terminal,)]
+    terminal = string_terminal(compiler, pieces, "STRING")
+    return [] if terminal is None else [(terminal,)]
+
+
+def string_pieces(compiler: SchemaCompiler, conj: Conjunction) -> list[StringPiece] | None:
+    """The pieces a string of ``conj`` must fully match (None: no string can); keywords
+    that cannot be translated become checks."""
+    min_length, max_length, length_parts = count_bounds(conj, "minLength", "maxLength")
+    pieces: list[StringPiece] = []
+    for part in conj:
+        if part.has("pattern"):
+            pattern = part.get("pattern")
+            if not isinstance(pattern, str):
+                raise InvalidSchemaError("pattern must be a string", keyword="pattern", pointer=part.pointer)
+            try:
+                pieces.append((part, "pattern", pattern_search_regex(pattern)))
+            except ConstrainedError as e:
+                compiler.check(part, "pattern", f"pattern {pattern!r} has no regular translation ({e})")
+        if part.has("format"):
+            name = part.get("format")
+            if compiler.options.formats == "annotation":
+                compiler.note(part.pointer, "format", f"format {name!r} is an annotation (formats='annotation')")
+            elif name in FORMAT_REGEXES:
+                pieces.append((part, "format", FORMAT_REGEXES[name]))
+            elif compiler.options.unknown_formats == "error":
+                raise UnsupportedSchemaError(f"unknown format {name!r}", keyword="format", pointer=part.pointer)
+            else:
+                compiler.note(part.pointer, "format", f"unknown format {name!r}: an annotation, not enforced")
+    if max_length is not None and min_length > max_length:
+        return None
+    # a length automaton needs ~20 states per counted character (UTF-8, escapes,
+    # surrogate pairs); long bounds are validated instead of counted
+    if max_length is not None and max_length > MAX_COUNTED_LENGTH:
+        compiler.check(length_parts["maxLength"], "maxLength",
+                       f"maxLength above {MAX_COUNTED_LENGTH} is enforced by validation")
+        max_length = None
+    if min_length > MAX_COUNTED_LENGTH:
+        compiler.check(length_parts["minLength"], "minLength",
+                       f"minLength above {MAX_COUNTED_LENGTH} is enforced by validation")
+        min_length = 0
+    if min_length or max_length is not None:
+        part = length_parts.get("maxLength") or length_parts["minLength"]
+        pieces.append((part, "maxLength" if max_length is not None else "minLength",
+                       ("length", min_length, max_length)))
+    return pieces
+
+
+def string_terminal(compiler: SchemaCompiler, pieces: list[StringPiece], hint: str, *,
+                    excluding: tuple[str, ...] = ()) -> str | None:
+    """A terminal for JSON strings whose characters match every piece, minus the JSON-text
+    regexes ``excluding`` (None: no string is left).  Pieces that make the automaton too
+    large are dropped from the grammar and checked."""
+    kept = list(pieces)
+    while True:
+        try:
+            regexes: list[str] | None = [_text_regex(piece) for piece in kept]
+        except ConstrainedError:
+            regexes = None
+        if regexes is not None:
+            main, also = (regexes[0], tuple(regexes[1:])) if regexes else (STRING_REGEX, ())
+            fits = _fits_terminal(compiler, main, also, excluding)
+            if fits is not None:
+                if not fits:
+                    return None
+                return compiler.builder.term(main, hint, also, excluding)
+        if not kept:
+            raise UnsupportedSchemaError("a JSON string terminal exceeds the automaton size limit",
+                                         keyword="pattern", pointer=pieces[0][0].pointer if pieces else "")
+        # drop the costliest piece: lengths first, then the last added
+        drop = next((piece for piece in kept if isinstance(piece[2], tuple) and piece[2][0] == "length"), kept[-1])
+        kept.remove(drop)
+        compiler.check(drop[0], drop[1], f"{drop[1]} together with the other string constraints needs too "
+                                         "large an automaton")
+
+
+def _text_regex(piece: StringPiece) -> str:
+    """The regex over the JSON text of one piece."""
+    regex = piece[2]
+    if isinstance(regex, tuple):
+        return length_bounded_any_string(regex[1], regex[2]) if regex[0] == "length" else regex[1]
+    return json_string_regex(regex)
+
+
+def _fits_terminal(compiler: SchemaCompiler, main: str, also: tuple[str, ...], excluding: tuple[str, ...]) \
+        -> bool | None:
+    """True if the terminal compiles and matches something, False if it matches nothing,
+    None if it is too large."""
+    key = (main, also, excluding)
+    fits = compiler.terminal_fits
+    if key not in fits:
+        from constrained.automata.byte_dfa import compile_terminal
+
+        if key in _TOO_LARGE:               # known from an earlier schema of this process
+            fits[key] = None
+            return None
+        try:
+            dfa = compile_terminal(main, also, excluding)
+            fits[key] = bool(dfa.accepting.any())
+        except CompileTimeoutError:
+            raise                           # out of time, not too large: nothing to drop
+        except CompileLimitError:
+            fits[key] = None
+            if len(_TOO_LARGE) >= 1024:
+                _TOO_LARGE.clear()
+            _TOO_LARGE.add(key)
+    return fits[key]
