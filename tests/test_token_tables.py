@@ -10,7 +10,6 @@ from hypothesis import strategies as st
 from constrained.automata.byte_dfa import compile_regex
 from constrained.engine.token_scan import scan_tokens
 from constrained.engine.token_tables import TokenTables
-from constrained.engine import token_trie
 from constrained.engine.token_trie import VocabTrie
 from constrained.masks import pack_mask
 from constrained.vocabulary import TokenVocabulary
@@ -68,10 +67,7 @@ def test_trie_tables_with_repeated_spellings() -> None:
        regex=st.sampled_from(["a*", "(ab)+c?", "[a-c]{2,4}", "a|b|abd", "d*a[bc]*", "(a|b)*d"]))
 def test_trie_tables_equal_reference_on_random_vocabularies(tokens, regex) -> None:
     vocab = TokenVocabulary.from_token_bytes(tokens + [b""], eos_ids=[len(tokens)])
-    for frontier in (0, 10 ** 9):      # level by level only, node by node only
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(token_trie, "SCALAR_FRONTIER", frontier)
-            assert_tables_equal(vocab, regex)
+    assert_tables_equal(vocab, regex)
 
 
 @settings(max_examples=60, deadline=None)

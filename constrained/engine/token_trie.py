@@ -10,12 +10,13 @@ at depth ``d`` is the prefix of length ``d`` of the first token of its run, with
   where a vocabulary spells several ids alike);
 * ``child_lo``/``child_hi``: its children, a contiguous range of the next level.
 
-`VocabTrie.scan` walks a DFA over it from one state, level by level, keeping only
-the nodes where the DFA is still live: a token is *inside* when its own node is
-reached, and every token below a node where the DFA accepts may end a lexeme
-there (a *split point*).  The work is the number of live trie nodes (a few for a
-key literal, about a third of the vocabulary's bytes for a string body), not the
-number of tokens times their lengths.
+`VocabTrie.scan` walks a DFA over it from one state, depth first, into the nodes
+where the DFA is still live (compiled code: `constrained.engine.trie_walk`): a
+token is *inside* when its own node is reached, and every token below a node
+where the DFA accepts may end a lexeme there (a *split point*).  The work is the
+number of live trie nodes (a few for a key literal, about a third of the
+vocabulary's bytes for a string body), not the number of tokens times their
+lengths.
 
 Example:
     >>> import numpy as np
@@ -34,10 +35,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from constrained.automata.byte_dfa import ByteDFA
+from constrained.engine.trie_walk import FlatTrie, walk
 
 _EMPTY = np.zeros(0, np.int64)
-DENSE_FRACTION = 4   # step a whole level when at least 1/DENSE_FRACTION of the one above is live
-SCALAR_FRONTIER = 4  # step node by node while at most this many nodes are live
 
 
 @dataclass(frozen=True)
@@ -119,142 +119,22 @@ class VocabTrie:
             self._by_first_byte[first.byte] = np.arange(len(first.byte))
         self.num_nodes = sum(len(lv.byte) for lv in self.levels)
 
-    def scan(self, dfa: ByteDFA, state: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def scan(self, dfa: ByteDFA, state: int,
+             first_bytes: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """From ``state`` of ``dfa``: (inside: bool[vocab size], split tokens, split positions).
 
         ``inside[t]``: every byte of token ``t`` keeps the DFA live.  The split pairs
         ``(token, position)``: the DFA accepts after ``position`` bytes of a longer
-        token (every such point, inside tokens included), in no particular order."""
+        token (every such point, inside tokens included), in no particular order.
+        ``first_bytes`` (byte values) limits the scan to the tokens starting with one
+        of them (`constrained.engine.table_derivation`)."""
         inside = np.zeros(self.size, dtype=bool)
-        if not self.levels:
-            return inside, _EMPTY, _EMPTY
-        table = dfa.transitions
-        flat = table.reshape(-1)
-        accepting = dfa.accepting
-        row = table[state]
-        live_bytes = np.flatnonzero(row)
-        nodes = self._by_first_byte[live_bytes]
-        keep = nodes >= 0
-        nodes, st = nodes[keep], row[live_bytes[keep]].astype(np.int64)
-        runs = _Runs()
-        dense = None        # the states of the whole level (0: dead), when it was stepped whole
-        d = 0
-        while True:
-            lv = self.levels[d]
-            nxt = self.levels[d + 1] if d + 1 < len(self.levels) else None
-            if dense is None and nodes.size <= SCALAR_FRONTIER:
-                # a few live nodes (a literal, a key): node by node costs less than whole-array steps
-                nodes, st = self._step_few(lv, nxt, d, nodes.tolist(), st.tolist(), table, accepting, runs)
-                d += 1
-                if nodes.size == 0:
-                    break
-                continue
-            if dense is not None:
-                ends = dense.take(lv.end_node) != 0
-                runs.inside_tokens.append(lv.end_token[ends])
-                acc = np.flatnonzero(accepting.take(dense))
-                if acc.size:
-                    runs.add_splits(lv.lo[acc] + lv.nend[acc], lv.hi[acc], d + 1)
-                live = int(np.count_nonzero(dense))
-            else:
-                nend = lv.nend[nodes]
-                runs.inside_starts.append(lv.lo[nodes])
-                runs.inside_counts.append(nend)
-                acc = accepting[st]
-                if acc.any():       # the lexeme may end after d + 1 bytes of every longer token below
-                    runs.add_splits(lv.lo[nodes[acc]] + nend[acc], lv.hi[nodes[acc]], d + 1)
-                live = nodes.size
-            d += 1
-            if live == 0 or nxt is None:
-                break
-            if live * DENSE_FRACTION >= lv.byte.size:
-                # most of the level is live: step the whole next level (dead parents stay dead)
-                if dense is None:
-                    dense = np.zeros(lv.byte.size, np.int64)
-                    dense[nodes] = st
-                dense = flat.take(dense.take(nxt.parent) * 256 + nxt.byte)
-                continue
-            if dense is not None:
-                nodes = np.flatnonzero(dense)
-                st = dense.take(nodes)
-                dense = None
-            lo, hi = lv.child_lo[nodes], lv.child_hi[nodes]
-            counts = hi - lo
-            children = _ranges(lo, counts)
-            if not children.size:
-                break
-            st = flat.take(np.repeat(st, counts) * 256 + nxt.byte.take(children))
-            alive = st != 0
-            nodes, st = children[alive], st[alive]
-        return runs.finish(inside, self.order)
+        ids, split_toks, split_pos = self.scan_ids(dfa, state, first_bytes)
+        inside[ids] = True
+        return inside, split_toks, split_pos
 
-    @staticmethod
-    def _step_few(lv: _Level, nxt: _Level | None, d: int, nodes: list[int], states: list[int],
-                  table: np.ndarray, accepting: np.ndarray, runs: _Runs) -> tuple[np.ndarray, np.ndarray]:
-        """One level of `scan` for a few live ``nodes`` (in DFA ``states``), node by node;
-        returns the live nodes and states of the next level."""
-        next_nodes, next_states = [], []
-        for node, q in zip(nodes, states):
-            lo = int(lv.lo[node])
-            nend = int(lv.nend[node])
-            if nend:
-                runs.few_inside.append((lo, nend))
-            if accepting[q]:
-                runs.few_splits.append((lo + nend, int(lv.hi[node]), d + 1))
-            if nxt is None:
-                continue
-            c0, c1 = int(lv.child_lo[node]), int(lv.child_hi[node])
-            if c1 > c0:
-                after = table[q].take(nxt.byte[c0:c1])
-                alive = np.flatnonzero(after)
-                if alive.size:
-                    next_nodes.append(alive + c0)
-                    next_states.append(after.take(alive))
-        if not next_nodes:
-            return _EMPTY, _EMPTY
-        if len(next_nodes) == 1:
-            return next_nodes[0], next_states[0].astype(np.int64)
-        return np.concatenate(next_nodes), np.concatenate(next_states).astype(np.int64)
-
-
-class _Runs:
-    """What `VocabTrie.scan` collects level by level: inside tokens (as runs of sorted
-    positions, or token ids) and split points (runs of sorted positions at a depth)."""
-
-    __slots__ = ("inside_starts", "inside_counts", "inside_tokens", "few_inside",
-                 "split_starts", "split_ends", "split_depths", "few_splits")
-
-    def __init__(self) -> None:
-        self.inside_starts: list[np.ndarray] = []
-        self.inside_counts: list[np.ndarray] = []
-        self.inside_tokens: list[np.ndarray] = []
-        self.few_inside: list[tuple[int, int]] = []
-        self.split_starts: list[np.ndarray] = []
-        self.split_ends: list[np.ndarray] = []
-        self.split_depths: list[np.ndarray] = []
-        self.few_splits: list[tuple[int, int, int]] = []
-
-    def add_splits(self, starts: np.ndarray, ends: np.ndarray, depth: int) -> None:
-        self.split_starts.append(starts)
-        self.split_ends.append(ends)
-        self.split_depths.append(np.full(len(starts), depth, np.int64))
-
-    def finish(self, inside: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        if self.few_inside:
-            starts, counts = zip(*self.few_inside)
-            self.inside_starts.append(np.array(starts, np.int64))
-            self.inside_counts.append(np.array(counts, np.int64))
-        if self.inside_starts:
-            inside[order[_ranges(np.concatenate(self.inside_starts), np.concatenate(self.inside_counts))]] = True
-        for toks in self.inside_tokens:
-            inside[toks] = True
-        if self.few_splits:
-            starts, ends, depths = zip(*self.few_splits)
-            self.split_starts.append(np.array(starts, np.int64))
-            self.split_ends.append(np.array(ends, np.int64))
-            self.split_depths.append(np.array(depths, np.int64))
-        if not self.split_starts:
-            return inside, _EMPTY, _EMPTY
-        starts = np.concatenate(self.split_starts)
-        counts = np.concatenate(self.split_ends) - starts
-        return inside, order[_ranges(starts, counts)], np.repeat(np.concatenate(self.split_depths), counts)
+    def scan_ids(self, dfa: ByteDFA, state: int,
+                 first_bytes: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """`scan` with the inside tokens as distinct ids (int64, in no particular order)
+        instead of a vocabulary-sized array: a key literal's state has a handful."""
+        return walk(FlatTrie.of(self), dfa, state, first_bytes)
