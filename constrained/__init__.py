@@ -28,6 +28,7 @@ from constrained.errors import (
 from constrained.grammar.ir import Grammar, Rule, TerminalDef
 from constrained.masks import apply_token_mask, pack_mask, unpack_mask
 from constrained.vocabulary import TokenVocabulary
+from constrained.warmup import warm_up
 
 __version__ = "0.1.0"
 
@@ -35,5 +36,5 @@ __all__ = [
     "CompileLimitError", "CompileTimeoutError", "CompiledGrammar", "ConstrainedError", "Grammar", "GrammarError",
     "GrammarSyntaxError", "Matcher", "MatcherError", "RegexError", "Rule", "TerminalDef",
     "TokenVocabulary", "UnsupportedGrammarError", "VocabularyError", "apply_token_mask",
-    "compile_grammar", "extract", "extract_many", "fill_masks", "generate", "pack_mask", "unpack_mask",
+    "compile_grammar", "extract", "extract_many", "fill_masks", "generate", "pack_mask", "unpack_mask", "warm_up",
 ]

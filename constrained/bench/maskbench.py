@@ -30,9 +30,11 @@ schema"): workers are reused across schemas (replaced after a timeout or crash,
 after ``--recycle-after`` schemas, or when their address space passes half the
 memory limit), so per-vocabulary caches (token tables of terminals already met,
 crossing scans) stay in memory as in a server; before its first schema a worker
-compiles two small warm-up schemas (generic JSON and a flat object) so the
-generic string/number/literal tables are not charged to the first schema it
-gets (``--no-warmup`` to charge them).  The on-disk token-table cache is off by
+does what a server does at start, `constrained.warm_up` (the vocabulary's trie
+and compiled walk, the value checks' token classes, the built-in format
+automata), and compiles two small warm-up schemas (generic JSON and a flat
+object), so the generic string/number/literal tables are not charged to the
+first schema it gets (``--no-warmup`` to charge them).  The on-disk token-table cache is off by
 default (``--cache-dir none``): with it, a second run would read the tables of
 the very same schemas from disk and TTFM would not be comparable (and it grows
 by ~10 MB per schema).  A crash of a worker that had already run other schemas
@@ -220,9 +222,11 @@ def _worker_main(conn, vocab_file: str, memory_bytes: int, cache_dir: str | None
         import resource
 
         resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
-    from constrained import TokenVocabulary
+    from constrained import TokenVocabulary, warm_up
 
     vocab = TokenVocabulary.load(vocab_file)
+    if warmup:
+        warm_up(vocab, cache_dir=cache_dir)
     for schema, tokens in warmup:
         _run_schema(schema, [(True, tokens)] if tokens else [], vocab, cache_dir)
     try:

@@ -1,0 +1,84 @@
+"""`warm_up`: build at start what every later request over a vocabulary shares.
+
+A server compiles a fresh grammar per request, but some of the work behind the
+first masks does not depend on the request, only on the vocabulary or on the
+library itself:
+
+* the vocabulary's byte trie and its flat arrays (`constrained.engine.token_trie`);
+* the compiled trie walk (`constrained.engine.trie_walk`: numba loads its machine
+  code from the on-disk cache, or compiles it the first time on a machine);
+* the token classes the JSON value checks read (`constrained.json_schema.value_checks`);
+* the automata of the built-in string formats (``date-time``, ``hostname``, ``uri``,
+  ...: `constrained.json_schema.formats`), which are the same in every schema.
+
+Without a warm-up the first request that needs one of them pays for it (a
+hostname format alone is ~0.4 s).  `warm_up` pays once, up front, and says how
+long each part took.  Everything it builds lives in process-wide caches, so one
+call serves every later `compile_grammar` over the vocabulary, in every thread.
+
+Example:
+    >>> from constrained import TokenVocabulary, warm_up
+    >>> vocab = TokenVocabulary.from_token_bytes([b"a", b"1", b'"', b"{", b"}", b":", b",", b""], eos_ids=[7])
+    >>> report = warm_up(vocab, formats=("date",))
+    >>> sorted(report)
+    ['formats', 'trie', 'value checks']
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from constrained.errors import ConstrainedError
+
+_CHECKED_SCHEMA = {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}
+
+
+def warm_up(vocab, *, formats: bool | Iterable[str] = True,
+            cache_dir: str | Path | None = None) -> dict[str, float]:
+    """Build the vocabulary's shared structures and the format automata now; returns the
+    seconds each part took (``trie``, ``value checks``, ``formats``).
+
+    ``formats``: True for every built-in format, False for none, or the names to build.
+    ``cache_dir``: the token-table cache directory later compiles use (`compile_grammar`'s
+    ``cache_dir``; the trie is shared whatever it is).  Formats too large for one automaton
+    (``email``) are left to validation by the compiler either way; building them here only
+    settles that once."""
+    from constrained.automata.byte_dfa import compile_regex
+    from constrained.engine.compiled import compile_grammar
+    from constrained.engine.token_tables import TokenTables
+    from constrained.grammar.ir import Grammar
+
+    report: dict[str, float] = {}
+    t0 = time.perf_counter()
+    tables = TokenTables.for_vocabulary(vocab, None if cache_dir is None else Path(cache_dir))
+    tables.trie.scan_ids(compile_regex("[a-z]"), 1)        # the flat trie, and the compiled walk loaded
+    report["trie"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    matcher = compile_grammar(Grammar.from_json_schema(_CHECKED_SCHEMA), vocab, cache_dir=cache_dir).matcher()
+    matcher.mask()                                          # value checks' token classes for the vocabulary
+    report["value checks"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    for name in _format_names(formats):
+        try:
+            Grammar.from_json_schema({"type": "string", "format": name})
+        except ConstrainedError:
+            pass          # a format the options refuse: nothing to build
+    report["formats"] = time.perf_counter() - t0
+    return report
+
+
+def _format_names(formats: bool | Iterable[str]) -> list[str]:
+    from constrained.json_schema.formats import FORMAT_REGEXES
+
+    if formats is True:
+        return sorted(FORMAT_REGEXES)
+    if formats is False:
+        return []
+    return [str(f) for f in formats]
+
+
+__all__ = ["warm_up"]
