@@ -32,7 +32,9 @@ import numpy as np
 
 from constrained.automata.byte_dfa import ByteDFA
 from constrained.deadline import remaining, timeout_error
+from constrained.deadline import remaining, timeout_error
 from constrained.engine.crossing import CrossingSet, CrossingSets
+from constrained.engine.table_derivation import derive_table, reference_state
 from constrained.engine.token_trie import VocabTrie
 from constrained.masks import pack_mask, pack_token_ids
 
@@ -102,6 +104,8 @@ class TokenTables:
         self._by_residual: dict[str, StateTokenTable] = {}
         self._lock = threading.Lock()
         self.crossing = CrossingSets(self.byte_matrix, self.lengths, self.size, vocab.token_bytes)
+        self._first_bytes: np.ndarray | None = None
+        self._by_first_byte: dict[int, np.ndarray] = {}    # byte -> packed set of the tokens it starts
 
     @classmethod
     def for_vocabulary(cls, vocab, cache_dir: Path | None) -> TokenTables:
@@ -190,22 +194,74 @@ class TokenTables:
         return self._trie
 
     def _compute(self, dfa: ByteDFA, state: int) -> StateTokenTable:
-        inside_bits, split_toks, split_pos = self.trie.scan(dfa, state)
-        keep = ~inside_bits[split_toks]
-        # one canonical order, by (position, token)
+        """The table of ``state``: derived from a state whose row differs on a few bytes
+        (`constrained.engine.table_derivation`), else scanned in full."""
+        if np.count_nonzero(dfa.transitions[state]) >= SHARE_MIN_LIVE_BYTES:
+            ref = reference_state(dfa, state)
+            if ref is not None:
+                return derive_table(self, dfa, state, ref)
+        return self._scan_table(dfa, state)
+
+    @property
+    def sparse_max(self) -> int:
+        """Token sets up to this many ids are kept as sorted ids, larger ones packed."""
+        return max(16, self.nbytes // 16)
+
+    @property
+    def first_bytes(self) -> np.ndarray:
+        """Int16 per token id: its first byte (256 for an empty token)."""
+        first = self._first_bytes
+        if first is None:
+            first = np.where(self.lengths > 0, self.byte_matrix[:, 0] if self.byte_matrix.shape[1] else 0,
+                             256).astype(np.int16)
+            first.setflags(write=False)
+            self._first_bytes = first
+        return first
+
+    def pack_ids(self, ids: np.ndarray) -> np.ndarray:
+        """Token ids as a packed bitset (uint8, little bit order; writable)."""
+        return pack_token_ids(ids, self.size).view(np.uint8)
+
+    def first_byte_set(self, byte_values: np.ndarray) -> np.ndarray:
+        """The tokens starting with one of ``byte_values`` as a packed bitset (uint8; writable)."""
+        out = np.zeros(self.nbytes, np.uint8)
+        for b in np.asarray(byte_values).tolist():
+            packed = self._by_first_byte.get(b)
+            if packed is None:
+                packed = self.pack_ids(np.flatnonzero(self.first_bytes == b))
+                packed.setflags(write=False)
+                self._by_first_byte[b] = packed
+            np.bitwise_or(out, packed, out=out)
+        return out
+
+    def _scan_table(self, dfa: ByteDFA, state: int) -> StateTokenTable:
+        """The table of ``state`` by a scan of the vocabulary's trie from it."""
+        ids, split_toks, split_pos = self.trie.scan_ids(dfa, state)
+        return self.table_of(ids, split_toks, split_pos)
+
+    def table_of(self, inside_ids: np.ndarray, split_toks: np.ndarray, split_pos: np.ndarray) -> StateTokenTable:
+        """The `StateTokenTable` of a scan's result (distinct inside ids, split points): the
+        split points of inside tokens dropped, the rest in one canonical order (by position,
+        then token); few inside tokens kept as sorted ids, many as a packed set."""
+        if inside_ids.size <= self.sparse_max:          # few tokens: ids, a packed set only on demand
+            ids = np.sort(inside_ids).astype(np.int32)
+            keep = ~np.isin(split_toks, ids)
+            inside = None
+        else:
+            bits = np.zeros(self.size, bool)
+            bits[inside_ids] = True
+            keep = ~bits[split_toks]
+            inside = pack_mask(bits).view(np.uint8)
+            inside.setflags(write=False)
         key = np.sort(split_pos[keep] * self.size + split_toks[keep])
         cross_pos = (key // self.size).astype(np.int32)
         cross_toks = (key % self.size).astype(np.int32)
         for a in (cross_toks, cross_pos):
             a.setflags(write=False)
-        ids = np.flatnonzero(inside_bits)
-        if ids.size <= max(16, self.nbytes // 16):   # few tokens: ids, a packed set only on demand
-            ids = ids.astype(np.int32)
-            ids.setflags(write=False)
-            return StateTokenTable(None, cross_toks, cross_pos, ids, self.size)
-        inside = pack_mask(inside_bits).view(np.uint8)
-        inside.setflags(write=False)
-        return StateTokenTable(inside, cross_toks, cross_pos)
+        if inside is not None:
+            return StateTokenTable(inside, cross_toks, cross_pos)
+        ids.setflags(write=False)
+        return StateTokenTable(None, cross_toks, cross_pos, ids, self.size)
 
     # ------------------------------------------------------------------ disk
     def _path(self, dfa: ByteDFA) -> Path | None:

@@ -1,0 +1,106 @@
+"""A DFA state's token table derived from a similar state's table.
+
+Two states ``q`` and ``r`` of one DFA whose rows agree on byte ``b`` (the same
+successor, so the same future) treat every token that starts with ``b`` alike:
+it is inside from both or from neither, and the DFA accepts after the same
+positions of it.  So the table of ``q`` is the table of ``r`` restricted to the
+tokens whose first byte leads both states to the same successor, plus a scan of
+the vocabulary trie below the few first bytes where the rows differ.
+
+That is the common case of automata built from JSON Schemas for fresh requests:
+a key that is any string but the declared names, a string that must not equal
+an enum's values, a pattern with a literal prefix.  Their states along the
+excluded words read almost every byte like the plain string body (whose table is
+shared by every grammar over the vocabulary) and differ on one or two bytes, the
+next letter of an excluded word and the backslash of its escapes.  A full scan of
+such a state walks a third of the vocabulary's trie (milliseconds for a 128k
+vocabulary); the derivation walks the subtrees of the differing bytes.
+
+Example:
+    >>> from constrained.automata.byte_dfa import compile_terminal
+    >>> from constrained import TokenVocabulary
+    >>> from constrained.engine.token_tables import TokenTables
+    >>> vocab = TokenVocabulary.from_token_bytes([b"a", b"ab", b"b", b'b"', b'"', b"x"], eos_ids=[])
+    >>> tables = TokenTables(vocab, None)
+    >>> dfa = compile_terminal('"[abx]*"', excluding=('"ab"',))
+    >>> q = int(dfa.transitions[dfa.transitions[1, ord('"')], ord("a")])   # after '"a'
+    >>> r = reference_state(dfa, q)
+    >>> r is not None and r != q
+    True
+    >>> derived = derive_table(tables, dfa, q, r)
+    >>> full = tables._scan_table(dfa, q)
+    >>> bool((derived.inside == full.inside).all()), derived.cross_toks.tolist() == full.cross_toks.tolist()
+    (True, True)
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from constrained.automata.byte_dfa import ByteDFA
+
+if TYPE_CHECKING:
+    from constrained.engine.token_tables import StateTokenTable, TokenTables
+
+MAX_DIFFERING_BYTES = 8   # rows differing on more first bytes than this are scanned in full
+
+
+def reference_state(dfa: ByteDFA, state: int) -> int | None:
+    """The state to derive ``state``'s table from, or None.
+
+    The candidate is the successor most of ``state``'s bytes lead to (a string
+    body, for a state inside an excluded word) when that successor loops to itself
+    on most bytes too (so its own table is computed, never derived: no chains of
+    derivations) and the two rows differ on at most `MAX_DIFFERING_BYTES` bytes."""
+    row = dfa.transitions[state]
+    live = row[row != 0]
+    if live.size == 0:
+        return None
+    targets, counts = np.unique(live, return_counts=True)
+    ref = int(targets[np.argmax(counts)])
+    if ref == state:
+        return None
+    ref_row = dfa.transitions[ref]
+    if np.count_nonzero(ref_row == ref) * 2 < np.count_nonzero(ref_row):
+        return None          # the candidate is no body state: it would be derived in turn
+    if np.count_nonzero(row != ref_row) > MAX_DIFFERING_BYTES:
+        return None
+    return ref
+
+
+def derive_table(tables: TokenTables, dfa: ByteDFA, state: int, ref: int) -> StateTokenTable:
+    """The table of ``state`` from the table of ``ref`` (`TokenTables.get`) and a scan of
+    the first bytes on which their rows differ; equal to a full scan's table."""
+    from constrained.engine.token_tables import StateTokenTable
+
+    row, ref_row = dfa.transitions[state], dfa.transitions[ref]
+    differing = np.flatnonzero(row != ref_row)
+    base = tables.get(dfa, ref)
+    first = tables.first_bytes                 # first byte per token id (256: an empty token)
+    redo = np.zeros(257, bool)                 # the tokens whose first byte leads elsewhere
+    redo[differing] = True
+    new_ids, split_toks, split_pos = tables.trie.scan_ids(dfa, state, first_bytes=differing)
+    own = ~np.isin(split_toks, new_ids)        # an inside token's split points are not crossing ones
+    split_toks, split_pos = split_toks[own], split_pos[own]
+    # the reference's split points and inside tokens but those starting with a differing byte
+    ref_split = ~redo[first[base.cross_toks]]
+    split_toks = np.concatenate([base.cross_toks[ref_split], split_toks])
+    split_pos = np.concatenate([base.cross_pos[ref_split], split_pos])
+    if base.inside_ids is not None:
+        old = base.inside_ids
+        return tables.table_of(np.concatenate([old[~redo[first[old]]], new_ids]), split_toks, split_pos)
+    # many inside tokens: packed sets (the reference's without the redone first bytes, or the scan's)
+    inside = np.bitwise_and(base.inside, ~tables.first_byte_set(differing))
+    if new_ids.size:
+        np.bitwise_or(inside, tables.pack_ids(new_ids), out=inside)
+    if int(np.bitwise_count(inside).sum()) <= tables.sparse_max:
+        ids = np.flatnonzero(np.unpackbits(inside, bitorder="little")[:tables.size])
+        return tables.table_of(ids, split_toks, split_pos)
+    table = tables.table_of(_EMPTY, split_toks, split_pos)     # (split points of inside tokens: gone above)
+    inside.setflags(write=False)
+    return StateTokenTable(inside, table.cross_toks, table.cross_pos)
+
+
+_EMPTY = np.zeros(0, np.int64)

@@ -1,0 +1,115 @@
+"""Token tables derived from a similar state's table equal a full per-token reference scan."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from constrained.automata.byte_dfa import compile_terminal
+from constrained.engine.table_derivation import MAX_DIFFERING_BYTES, derive_table, reference_state
+from constrained.engine.token_tables import SHARE_MIN_LIVE_BYTES, TokenTables
+from constrained.json_schema.json_string import json_string_regex
+from constrained.vocabulary import TokenVocabulary
+from test_token_tables import REGEXES, reference_table
+
+STRING_REGEX = REGEXES[0]      # a JSON string
+
+
+def _names_excluded(names: list[str]) -> tuple[str, tuple[str, ...]]:
+    """A JSON string that is none of ``names`` in any escape spelling (an extra key)."""
+    literal = ["".join(f"\\U{ord(c):08x}" for c in name) for name in names]
+    return STRING_REGEX, (json_string_regex("(?:" + "|".join(literal) + ")"),)
+
+
+def _assert_equal(vocab, got, dfa, q) -> None:
+    inside, ct, cp = reference_table(vocab, dfa, q)
+    assert np.array_equal(got.inside, inside), q
+    assert np.array_equal(got.cross_toks, ct) and np.array_equal(got.cross_pos, cp), q
+
+
+@pytest.mark.parametrize("names", [["id", "name", "description", "created_at"], ["a", "ab", "abc", "\u00e9t\u00e9"],
+                                   ["type"]])
+def test_derived_tables_of_an_extra_key_equal_the_reference_on_llama3(names, llama3_vocab) -> None:
+    main, excluding = _names_excluded(names)
+    dfa = compile_terminal(main, excluding=excluding)
+    tables = TokenTables(llama3_vocab, None)
+    derived = 0
+    for q in range(1, dfa.num_states):
+        ref = reference_state(dfa, q)
+        if ref is None:
+            continue
+        derived += 1
+        _assert_equal(llama3_vocab, derive_table(tables, dfa, q, ref), dfa, q)
+    assert derived >= sum(map(len, names)) - len(names)   # the states along the excluded names
+
+
+@pytest.mark.parametrize("regex", [("[a-z\"]*", ("ab", "abc", "zz")), ("[ -~]*", ("name", "na", "n a"))])
+def test_derived_tables_with_accepting_states_inside_tokens(regex, llama3_vocab) -> None:
+    # accepting states that go on: inside tokens have split points, which a table drops
+    dfa = compile_terminal(regex[0], excluding=regex[1])
+    tables = TokenTables(llama3_vocab, None)
+    derived = 0
+    for q in range(1, dfa.num_states):
+        ref = reference_state(dfa, q)
+        if ref is not None:
+            derived += 1
+            _assert_equal(llama3_vocab, derive_table(tables, dfa, q, ref), dfa, q)
+    assert derived >= 3
+
+
+def test_tables_computes_wide_states_by_derivation(llama3_vocab, monkeypatch) -> None:
+    # `_compute` derives where a reference exists and never scans those states in full
+    main, excluding = _names_excluded(["status", "owner"])
+    dfa = compile_terminal(main, excluding=excluding)
+    tables = TokenTables(llama3_vocab, None)
+    full_scans: list[int] = []
+    scan = tables._scan_table
+    monkeypatch.setattr(tables, "_scan_table", lambda d, q: (full_scans.append(q), scan(d, q))[1])
+    wide = [q for q in range(1, dfa.num_states) if np.count_nonzero(dfa.transitions[q]) >= SHARE_MIN_LIVE_BYTES]
+    with_ref = {q for q in wide if reference_state(dfa, q) is not None}
+    assert len(with_ref) >= 8
+    for q in wide:
+        _assert_equal(llama3_vocab, tables.get(dfa, q), dfa, q)
+    assert not with_ref & set(full_scans)
+
+
+_ALPHABET = b'ab"\\x'
+
+
+@settings(max_examples=80, deadline=None)
+@given(tokens=st.lists(st.binary(min_size=1, max_size=5).map(lambda b: bytes(_ALPHABET[c % 5] for c in b)),
+                       min_size=1, max_size=40),
+       regex=st.sampled_from([('"[abx]*"', ('"ab"', '"b"')), ('"(?:[abx]|\\\\[ab])*"', ('"a\\\\b"',)),
+                              ("[abx\"]*", ("ab",)), ("(?:a|b)*x", ()), ('"[ab]{0,4}"', ('"aa"',))]))
+def test_derivation_from_any_similar_state_equals_the_reference(tokens, regex) -> None:
+    vocab = TokenVocabulary.from_token_bytes(tokens + [b""], eos_ids=[len(tokens)])
+    main, excluding = regex
+    dfa = compile_terminal(main, excluding=excluding)
+    tables = TokenTables(vocab, None)
+    rows = dfa.transitions
+    for q in range(1, dfa.num_states):
+        for r in range(1, dfa.num_states):
+            if r != q and np.count_nonzero(rows[q] != rows[r]) <= MAX_DIFFERING_BYTES:
+                _assert_equal(vocab, derive_table(tables, dfa, q, r), dfa, q)
+
+
+def test_no_reference_for_a_body_state_or_a_state_unlike_its_successor() -> None:
+    body = compile_terminal(STRING_REGEX)
+    q = int(body.transitions[1, ord('"')])           # the string body loops to itself: scanned
+    assert reference_state(body, q) is None
+    digits = compile_terminal("[0-9]{3}")            # each state leads to a different next one
+    assert all(reference_state(digits, q) is None for q in range(1, digits.num_states))
+
+
+def test_warm_up_builds_the_format_automata_later_compiles_reuse(llama3_vocab) -> None:
+    from constrained import Grammar, warm_up
+    from constrained.automata import byte_dfa
+
+    report = warm_up(llama3_vocab, formats=("hostname", "date"))
+    assert set(report) == {"trie", "value checks", "formats"}
+    misses = byte_dfa._compile_terminal.cache_info().misses
+    for name in ("hostname", "date"):
+        Grammar.from_json_schema({"type": "string", "format": name})
+    assert byte_dfa._compile_terminal.cache_info().misses == misses      # built by warm_up, not again
