@@ -36,7 +36,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-from constrained.errors import CompileTimeoutError
+from constrained.errors import CompileTimeoutError, InvalidTimeoutError
 
 __all__ = ["DEFAULT_COMPILE_TIMEOUT", "check_deadline", "compile_deadline", "interrupt_at_deadline",
            "remaining", "timeout_error"]
@@ -49,9 +49,11 @@ _active: ContextVar[tuple[float, float] | None] = ContextVar("constrained_compil
 
 @contextmanager
 def compile_deadline(timeout: float | None) -> Iterator[None]:
-    """Work inside must end within ``timeout`` seconds (None: no limit of its own)."""
-    if timeout is not None and not timeout >= 0:
-        raise ValueError(f"timeout must be None or a number of seconds >= 0, not {timeout!r}")
+    """Work inside must end within ``timeout`` seconds (None: no limit of its own); any
+    other ``timeout`` than None or a number >= 0 raises `InvalidTimeoutError`."""
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                or not timeout >= 0):
+        raise InvalidTimeoutError(f"timeout must be None or a number of seconds >= 0, not {timeout!r}")
     outer = _active.get()
     if timeout is None:
         yield

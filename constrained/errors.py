@@ -115,6 +115,10 @@ class CompileTimeoutError(CompileLimitError):
     """Compiling took longer than its time limit (`constrained.deadline`)."""
 
 
+class InvalidTimeoutError(ConstrainedError, ValueError):
+    """A compile ``timeout`` that is neither None nor a number of seconds >= 0."""
+
+
 class SchemaError(GrammarError):
     """A JSON Schema cannot be compiled; ``keyword`` and ``pointer`` (a JSON pointer
     into the schema document, ``""`` for the root) say where."""
