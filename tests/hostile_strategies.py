@@ -410,6 +410,22 @@ def _left_recursive(n: int) -> str:
         + f"\nr{n}: \"d\""
 
 
+def _unused_chain(n: int) -> str:
+    """A lark grammar with a chain of ``n`` rules nothing uses: lark's loader drops unused
+    rules one link per sweep over all rules (quadratic)."""
+    return 'start: "a"\n' + "\n".join(f"u{i}: u{i + 1}" for i in range(n)) + f'\nu{n}: "b"'
+
+
+def _counted_rules(n: int, fmt: str) -> str:
+    """``n`` rules, each a counted repetition ``{0,1000}`` of its own recursive rule: 1000
+    helper rules per rule when lowered (GBNF), a 1000-fold expansion in lark."""
+    if fmt == "lark":
+        return "start: " + " ".join(f"r{i}" for i in range(n)) + "\n" + "\n".join(
+            f'r{i}: y{i} ~ 0..1000\ny{i}: "a" | y{i} "b"' for i in range(n))
+    return "root ::= " + " ".join(f"r-{i}" for i in range(n)) + "\n" + "\n".join(
+        f'r-{i} ::= y-{i}{{0,1000}}\ny-{i} ::= "a" | y-{i} "b"' for i in range(n))
+
+
 def _chain_rules(n: int, fmt: str) -> str:
     if fmt == "lark":
         return "start: r0\n" + "\n".join(f"r{i}: r{i + 1} \"x\"?" for i in range(n)) + f"\nr{n}: \"end\""
@@ -550,6 +566,8 @@ HANDWRITTEN: list[tuple[str, str, Any]] = [
     ("schema: bad option", "schema", ({"type": "integer"}, {"whitespace": "lots"})),
     ("schema: unknown option", "schema", ({"type": "integer"}, {"no_such_option": 1})),
     ("schema: timeout negative", "schema", ({"type": "integer"}, {"timeout": -1})),
+    ("schema: timeout nan", "schema", ({"type": "integer"}, {"timeout": float("nan")})),
+    ("schema: timeout a string", "schema", ({"type": "integer"}, {"timeout": "5"})),
     ("schema: value_checks off with uniqueItems", "schema", ({"type": "array", "uniqueItems": True},
                                                              {"value_checks": False})),
     ("regex: empty", "regex", ""),
@@ -587,6 +605,8 @@ HANDWRITTEN: list[tuple[str, str, Any]] = [
     ("lark: deep parentheses 3000", "lark", "start: " + "(" * 3000 + '"a"' + ")" * 3000),
     ("lark: chain of 3000 rules", "lark", _chain_rules(3000, "lark")),
     ("lark: ~ 100000", "lark", 'start: "a" ~ 100000'),
+    ("lark: 4000 unused rules", "lark", _unused_chain(4000)),
+    ("lark: 300 counted repetitions of rules", "lark", _counted_rules(300, "lark")),
     ("lark: ~ 1000 of group", "lark", 'start: ("a" | "bb") ~ 1000'),
     ("lark: terminal matching empty", "lark", "start: A\nA: /a*/"),
     ("lark: terminal regex lookahead", "lark", "start: A\nA: /(?=a)a/"),
@@ -620,5 +640,6 @@ HANDWRITTEN: list[tuple[str, str, Any]] = [
     ("gbnf: unterminated string", "gbnf", 'root ::= "a'),
     ("gbnf: undefined rule", "gbnf", "root ::= nope"),
     ("gbnf: chain 3000", "gbnf", _chain_rules(3000, "gbnf")),
+    ("gbnf: 300 counted repetitions of rules", "gbnf", _counted_rules(300, "gbnf")),
     ("gbnf: not a str", "gbnf", 5),
 ]
