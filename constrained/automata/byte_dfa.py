@@ -518,11 +518,16 @@ def compile_regex(regex: str, *, terminal: str | None = None, max_states: int = 
     (`_finite_dfa`), with room for ``8 * max_states`` states: no subset construction can
     blow up there, and the result is the same minimal DFA the NFA route would give.
     A substring marker (`constrained.automata.substrings.substrings_regex`, grounded
-    values) is built from its text directly."""
+    values) is built from its text directly, and so are the JSON words markers of
+    object keys (`constrained.automata.json_words`)."""
     if regex.startswith("(*substrings:"):
         from constrained.automata.substrings import substrings_dfa
 
         return substrings_dfa(regex, max_states=max_states, terminal=terminal)
+    if regex.startswith("(*json-"):
+        from constrained.automata.json_words import marker_dfa
+
+        return marker_dfa(regex, max_states=max_states, terminal=terminal)
     words = _literal_words(regex)
     if words is not None:
         table, accepting = _finite_dfa(words, 8 * max_states, terminal)

@@ -280,11 +280,16 @@ def _lookaround_position(pattern: str) -> int | None:
 
 def validate_regex(pattern: str, *, terminal: str | None = None) -> None:
     """Raise `RegexError` unless ``pattern`` is a supported regular expression (or a
-    substring marker, `constrained.automata.substrings`)."""
+    marker: `constrained.automata.substrings`, `constrained.automata.json_words`)."""
     if isinstance(pattern, str) and pattern.startswith("(*substrings:"):
         from constrained.automata.substrings import parse_substrings_regex
 
         parse_substrings_regex(pattern)
+        return
+    if isinstance(pattern, str) and pattern.startswith("(*json-"):
+        from constrained.automata.json_words import parse_marker
+
+        parse_marker(pattern)
         return
     parse_regex(pattern, terminal=terminal)
 

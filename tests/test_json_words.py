@@ -1,0 +1,70 @@
+"""The JSON words automata built directly equal the regex route's automata (same minimal DFA)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from constrained.automata.byte_dfa import compile_regex, compile_terminal
+from constrained.automata.json_words import (
+    STRING_REGEX,
+    json_string_except_regex,
+    json_words_regex,
+    parse_marker,
+)
+from constrained.automata.regex_parser import validate_regex
+from constrained.errors import RegexError
+from constrained.json_schema.json_string import json_string_regex
+
+# characters with every kind of spelling: raw ASCII, short escapes, control characters,
+# two- to four-byte UTF-8 (astral: surrogate pairs), a lone surrogate (no spelling at all)
+_CHARS = ["a", "b", "I", "0", "_", "-", " ", "/", '"', "\\", "\n", "\x01", "\x7f", "\u00e9", "\u20ac", "\U0001f600",
+          "\ud800"]
+words_strategy = st.lists(st.text(alphabet=st.sampled_from(_CHARS), max_size=5), min_size=1, max_size=6)
+
+
+def _literal(word: str) -> str:
+    return "".join(f"\\U{ord(c):08x}" for c in word) if word else "(?:)"
+
+
+def _alternation(words: list[str]) -> str:
+    return json_string_regex("(?:" + "|".join(_literal(w) for w in words) + ")")
+
+
+@settings(max_examples=150, deadline=None)
+@given(words=words_strategy)
+def test_words_automaton_equals_the_regex_route(words) -> None:
+    direct = compile_regex(json_words_regex(words))
+    try:
+        via_regex = compile_regex(_alternation(words))
+    except RegexError:          # every word has a lone surrogate: the regex matches nothing
+        assert not direct.accepting.any()
+        return
+    assert direct.digest == via_regex.digest
+
+
+@settings(max_examples=150, deadline=None)
+@given(words=words_strategy)
+def test_except_automaton_equals_the_string_minus_the_words(words) -> None:
+    direct = compile_regex(json_string_except_regex(words))
+    try:
+        via_regex = compile_terminal(STRING_REGEX, excluding=(_alternation(words),))
+    except RegexError:
+        via_regex = compile_regex(STRING_REGEX)
+    assert direct.digest == via_regex.digest
+
+
+@pytest.mark.parametrize("words", [["id", "name", "description", "created_at"], ["a" * 40], [""], ["x", "xy", "xyz"]])
+def test_typical_keys(words) -> None:
+    assert compile_regex(json_words_regex(words)).digest == compile_regex(_alternation(words)).digest
+    assert (compile_regex(json_string_except_regex(words)).digest ==
+            compile_terminal(STRING_REGEX, excluding=(_alternation(words),)).digest)
+
+
+def test_markers_are_validated_and_malformed_ones_refused() -> None:
+    validate_regex(json_words_regex(["a"]))
+    assert parse_marker(json_string_except_regex(["b", "a", "a"])) == (True, ("a", "b"))
+    for bad in ("(*json-words:!!)", "(*json-words:" + "e30=" + ")", "(*json-string-except:W10"):
+        with pytest.raises(RegexError):
+            validate_regex(bad)
