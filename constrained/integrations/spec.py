@@ -157,9 +157,9 @@ class ConstraintSpec:
         if self.kind == "json_schema":
             return Grammar.from_json_schema(json.loads(self.source), timeout=self.timeout, **dict(self.options))
         if self.kind == "lark":
-            return Grammar.from_lark(self.source)
+            return Grammar.from_lark(self.source, timeout=self.timeout)
         if self.kind == "gbnf":
-            return Grammar.from_gbnf(self.source)
+            return Grammar.from_gbnf(self.source, timeout=self.timeout)
         if self.kind == "regex":
             return Grammar.from_regex(self.source)
         if self.kind == "choice":
