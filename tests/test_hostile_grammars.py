@@ -148,6 +148,31 @@ def test_lark_grammar_errors_are_unchanged() -> None:
     _in_child(_lark_errors_are_still_lark_s)
 
 
+def _served_grammars_take_the_request_s_timeout() -> str:
+    """A serving request's ``timeout`` bounds a lark or GBNF spec's load too; the failure is
+    remembered (`GrammarCache`), so the next request fails at once."""
+    from constrained.integrations.grammar_cache import GrammarCache
+    from constrained.integrations.spec import ConstraintSpec
+
+    cache = GrammarCache(BYTES, cache_dir=None)
+    notes = []
+    for request in ({"lark": hs._unused_chain(4000), "timeout": 0.3},
+                    {"gbnf": hs._counted_rules(300, "gbnf"), "timeout": 0.3}):
+        spec = ConstraintSpec.from_request(request)
+        started = time.monotonic()
+        e = _timeout_of(lambda spec=spec: cache.get(spec))
+        assert time.monotonic() - started < 5.0, e
+        again = time.monotonic()
+        assert _timeout_of(lambda spec=spec: cache.get(spec)) is e and time.monotonic() - again < 0.1
+        notes.append(str(e))
+    assert cache.stats()["failures"] == 2
+    return " / ".join(notes)
+
+
+def test_served_lark_and_gbnf_specs_take_the_request_s_timeout() -> None:
+    _in_child(_served_grammars_take_the_request_s_timeout)
+
+
 # ---------------------------------------------------------------------- the interrupt itself
 
 
