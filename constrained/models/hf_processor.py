@@ -3,7 +3,10 @@
 `ConstrainedLogitsProcessor` keeps one matcher per generated prefix, so it follows
 greedy, sampling and beam search alike (beams are reordered between steps: each
 row's matcher is found from its own previous prefix, forked and advanced).
-Rows of a batch may carry different constraints.
+Rows of a batch may carry different constraints.  Each row's mask is the decoding
+layer's (`constrained.decoding.step.step_mask`: the constraint's mask, EOS only where
+it accepts), as in `decode_loop`, so greedy ``generate()`` picks the tokens
+`decode_loop` picks.
 
 Example:
     >>> import torch
@@ -25,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from constrained.decoding.step import step_mask
 from constrained.masks import apply_token_mask
 
 
@@ -72,7 +76,7 @@ class ConstrainedLogitsProcessor:
             live[(r // self.num_beams, generated)] = m
             if m is None or m.is_terminated():
                 continue                       # finished rows: generate() pads them itself
-            apply_token_mask(scores[r], m.mask())
+            apply_token_mask(scores[r], step_mask(m))
         # keep the matchers of this step's prefixes (and their parents' chain is not needed)
         self._matchers = live
         return scores

@@ -41,7 +41,7 @@ import math
 from typing import Protocol
 
 from constrained.constraint import Sample
-from constrained.masks import apply_token_mask
+from constrained.decoding.step import SequenceStep
 from samplers.base import multinomial, uniform
 
 
@@ -133,6 +133,14 @@ def _masks_along(constraint, tokens: list[int], eos: list[int]) -> list:
     return out
 
 
+def _draft_length(successes: float, failures: float, max_draft: int, accept_floor: float, adaptive: bool) -> int:
+    """Draft ``k`` tokens with ``r^k`` above ``accept_floor`` (``r``: the running acceptance estimate)."""
+    if not adaptive:
+        return max_draft
+    r = successes / (successes + failures)
+    return max_draft if r >= 0.999 else max(1, min(max_draft, int(math.log(accept_floor) / math.log(r))))
+
+
 def speculative_decode(session, constraint, eos_ids: tuple[int, ...], *, drafter, target=None,
                        max_tokens: int, generator=None, max_draft: int = 8, accept_floor: float = 0.2,
                        adaptive: bool = True, overlap_masks: bool | None = None) -> Sample:
@@ -146,48 +154,33 @@ def speculative_decode(session, constraint, eos_ids: tuple[int, ...], *, drafter
     ``overlap_masks`` computes the masks along the draft in a worker thread while the
     target's forward pass runs (default: when the model is on a GPU, where the forward
     does not need the CPU).  Random draws are made on ``generator``'s device (a seeded
-    CPU generator works with a model on a GPU)."""
-    import torch
+    CPU generator works with a model on a GPU).
 
-    from constrained.decoding import _bit, _only_eos, restrict_to
-
+    The per-position rules (mask, EOS only where accepting, EOS only at the budget,
+    log-probabilities, stop reasons) are `constrained.decoding.step.SequenceStep`'s,
+    the plain loop's own."""
     target = _target(target)
     greedy = _is_greedy(target)
     if overlap_masks is None:
         logits0 = session.logits()
         overlap_masks = logits0 is not None and logits0.device.type == "cuda"
-    eos = sorted(set(int(t) for t in eos_ids))
+    step = SequenceStep(constraint, eos_ids, max_tokens)
     prompt = list(session.tokens)
     if hasattr(drafter, "index_prompt"):
         drafter.index_prompt(prompt)
-    tokens: list[int] = []
-    pending: list[int] = []
     last_logits = session.logits()
-    logprob = 0.0
     forwards = drafted = accepted_total = 0
     successes, failures = 2.0, 1.0          # acceptance-rate prior: r ≈ 0.6
-    stop = None
-    forced_eos = False
-    while stop is None:
-        mask = constraint.mask()
-        if _only_eos(mask, eos):            # nothing but EOS (or nothing): no forward pass needed
-            if any(_bit(mask, t) for t in eos):
-                stop, forced_eos = "eos", True
-            else:
-                stop = "dead_end"
+    while step.result is None:
+        if step.end_if_only_eos(step.next_mask(), count_forced=False):   # no forward pass needed
             break
-        budget = max_tokens - len(tokens)
-        if adaptive:
-            r = successes / (successes + failures)
-            k = max_draft if r >= 0.999 else max(1, min(max_draft, int(math.log(accept_floor) / math.log(r))))
-        else:
-            k = max_draft
-        k = min(k, budget)
-        draft = drafter.draft(prompt + tokens, constraint.fork(), k, generator) if k > 0 else None
+        k = min(_draft_length(successes, failures, max_draft, accept_floor, adaptive), step.left)
+        draft = drafter.draft(prompt + step.tokens, constraint.fork(), k, generator) if k > 0 else None
         draft_tokens = draft.tokens[:k] if draft is not None else []
         draft_q = (draft.q if draft is not None and draft.q else [None] * len(draft_tokens))[:len(draft_tokens)]
+        pending = step.drain_pending()
         feed = pending + draft_tokens
-        ahead = _mask_worker().submit(_masks_along, constraint, draft_tokens, eos) if overlap_masks else None
+        ahead = _mask_worker().submit(_masks_along, constraint, draft_tokens, step.eos) if overlap_masks else None
         scored = session.extend_scored(feed) if feed else None
         masks = ahead.result() if ahead is not None else []
         if feed:
@@ -199,55 +192,25 @@ def speculative_decode(session, constraint, eos_ids: tuple[int, ...], *, drafter
             return last_logits if j < 0 else scored[j]  # noqa: B023
 
         accepted = 0
-        y = None
         for i in range(len(draft_tokens) + 1):
             logits = logits_at(i)
-            masked = apply_token_mask(logits.clone(), masks[i] if i < len(masks) else constraint.mask())
-            if len(tokens) >= max_tokens:            # budget spent: EOS or stop
-                masked = restrict_to(masked, eos)
-            if not torch.isfinite(masked).any():
-                stop = "max_tokens" if len(tokens) >= max_tokens else "dead_end"
+            masked = step.masked(logits, masks[i] if i < len(masks) else constraint.mask())
+            if masked is None:
                 break
-            p = target.probabilities(masked, tokens)
+            p = target.probabilities(masked, step.tokens)
             if i < len(draft_tokens):
                 x, q = draft_tokens[i], draft_q[i]
-                if greedy:
-                    ok = x == int(masked.argmax())
-                else:
-                    px = float(p[x])
-                    chance = px if q is None else min(1.0, px / max(float(q[x]), 1e-300))
-                    ok = float(uniform(1, generator)) < chance
-                if ok:
-                    target.observe(x, masked, tokens)
-                    logprob += float(torch.log_softmax(logits.double(), -1)[x])
-                    constraint.advance(x)
+                if _accepts(greedy, masked, p, x, q, generator):
+                    target.observe(x, masked, step.tokens)
                     accepted += 1
-                    if x in eos:
-                        stop = "eos"
-                        break
-                    tokens.append(x)
-                    continue
-                if greedy:
-                    y = int(masked.argmax())
-                else:
-                    residual = p.clone().double()
-                    if q is None:
-                        residual[x] = 0.0
-                    else:
-                        residual = (residual - q.double()).clamp_min(0.0)
-                    if not residual.sum() > 0:       # pragma: no cover - p(x) < 1 leaves mass
-                        residual = p.clone().double()
-                    y = multinomial(residual / residual.sum(), generator)
+                    if step.take(x, logits, fed=True):
+                        continue
+                    break
+                y = int(masked.argmax()) if greedy else _residual_draw(p, x, q, generator)
             else:
                 y = int(masked.argmax()) if greedy else multinomial(p.double(), generator)
-            target.observe(y, masked, tokens)
-            logprob += float(torch.log_softmax(logits.double(), -1)[y])
-            if not constraint.advance(y):          # pragma: no cover - y is allowed
-                raise RuntimeError(f"the constraint refused token {y} that its mask allowed")
-            if y in eos:
-                stop = "eos"
-            else:
-                tokens.append(y)
+            target.observe(y, masked, step.tokens)
+            step.take(y, logits)                 # fed with the next draft
             break
         drafted += len(draft_tokens)
         accepted_total += accepted
@@ -257,12 +220,34 @@ def speculative_decode(session, constraint, eos_ids: tuple[int, ...], *, drafter
         keep = fed_before + len(pending) + min(accepted, len(draft_tokens))
         if feed and keep < len(session.tokens):
             session.truncate(keep)
-        pending = [y] if (y is not None and stop is None) else []
-        if pending and len(tokens) > max_tokens:     # pragma: no cover - the budget check prevents it
-            stop = "max_tokens"
-    return Sample(tokens, logprob, stop or "eos", info={
-        "forwards": forwards, "drafted": drafted, "accepted": accepted_total, "forced_eos": forced_eos,
-        "overlap_masks": bool(overlap_masks), "tokens_per_forward": (len(tokens) + (stop == "eos")) / max(1, forwards)})
+    out = step.result
+    assert out is not None
+    out.info.update({"forwards": forwards, "drafted": drafted, "accepted": accepted_total,
+                     "forced_eos": step.forced_end, "overlap_masks": bool(overlap_masks),
+                     "tokens_per_forward": (len(out.tokens) + (out.stop == "eos")) / max(1, forwards)})
+    return out
+
+
+def _accepts(greedy: bool, masked, p, x: int, q, generator) -> bool:
+    """Whether the drafted ``x`` (drawn from ``q``; None: a deterministic draft) is
+    accepted: greedy, iff it is the argmax; else with probability ``min(1, p(x)/q(x))``."""
+    if greedy:
+        return x == int(masked.argmax())
+    px = float(p[x])
+    chance = px if q is None else min(1.0, px / max(float(q[x]), 1e-300))
+    return float(uniform(1, generator)) < chance
+
+
+def _residual_draw(p, x: int, q, generator) -> int:
+    """A draw from the residual ``max(p − q, 0)`` renormalised (``q`` None: a point mass on ``x``)."""
+    residual = p.clone().double()
+    if q is None:
+        residual[x] = 0.0
+    else:
+        residual = (residual - q.double()).clamp_min(0.0)
+    if not residual.sum() > 0:       # pragma: no cover - p(x) < 1 leaves mass
+        residual = p.clone().double()
+    return multinomial(residual / residual.sum(), generator)
 
 
 class SpeculativeSampler:

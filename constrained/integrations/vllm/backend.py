@@ -30,7 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from constrained.integrations.budget import BudgetGuard
+from constrained.decoding.budget import BudgetGuard
+from constrained.decoding.step import EndIds, step_mask
 from constrained.integrations.grammar_cache import GrammarCache
 from constrained.integrations.spec import ConstraintSpec, ConstraintSpecError
 from constrained.integrations.vllm._compat import (
@@ -85,10 +86,9 @@ class ConstrainedGrammar(StructuredOutputGrammarBase):  # type: ignore[misc,vali
         self.guard = BudgetGuard(max_tokens, margin=BUDGET_MARGIN)
         eos = matcher.compiled.eos_set
         # the ids that end this request in vLLM; the vocabulary's other EOS ids would not
-        stop = {int(t) for t in stop_token_ids} if stop_token_ids else set(eos)
-        self._end_ids = tuple(sorted(stop))
-        self._not_end = tuple(sorted(eos - stop))
-        self._stop_ids = tuple(sorted(stop - eos))
+        self._ends = EndIds.of(eos, stop_token_ids)
+        self._end_ids = self._ends.end
+        self._stop_ids = tuple(sorted(set(self._end_ids) - eos))
         self._stopped_at: int | None = None     # tokens read when a non-EOS stop id ended the output
         self.failed = False                     # an internal error: the request may only end (EOS)
 
@@ -163,15 +163,7 @@ class ConstrainedGrammar(StructuredOutputGrammarBase):  # type: ignore[misc,vali
         set_token_bits(row, self._end_ids)
 
     def _fill(self, row: np.ndarray) -> None:
-        forced = self.guard.forced(self.matcher)
-        if forced is not None:
-            row[:] = 0
-            set_token_bits(row, [forced])
-            return
-        self.matcher.fill_mask(row)
-        if self.matcher.is_accepting():
-            set_token_bits(row, self._not_end, False)
-            set_token_bits(row, self._end_ids)
+        step_mask(self.matcher, forced=self.guard.forced(self.matcher), ends=self._ends, out=row)
 
     def is_terminated(self) -> bool:
         return self._stopped_at is not None or self.matcher.is_terminated()

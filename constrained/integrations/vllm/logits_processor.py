@@ -37,9 +37,10 @@ from typing import Any
 
 import numpy as np
 
+from constrained.decoding.budget import BudgetGuard
+from constrained.decoding.step import EndIds
 from constrained.engine.batch import fill_masks
 from constrained.errors import ConstrainedError
-from constrained.integrations.budget import BudgetGuard
 from constrained.integrations.grammar_cache import GrammarCache
 from constrained.integrations.spec import ConstraintSpec, cached_grammar
 from constrained.integrations.vllm._compat import LogitsProcessorBase, vocabulary_for
@@ -77,19 +78,22 @@ def spec_of(params: Any) -> ConstraintSpec | None:
     return ConstraintSpec.from_request(raw)
 
 
+_NO_ENDS = EndIds(())
+
+
 class _Tracked:
     """One constrained request in the persistent batch."""
 
-    __slots__ = ("matcher", "guard", "output", "greedy", "end_ids", "not_end", "failed")
+    __slots__ = ("matcher", "guard", "output", "greedy", "ends", "end_ids", "failed")
 
     def __init__(self, matcher, guard: BudgetGuard, output: list[int], greedy: bool,
-                 end_ids: tuple[int, ...] = (), not_end: tuple[int, ...] = ()) -> None:
+                 ends: EndIds = _NO_ENDS) -> None:
         self.matcher = matcher
         self.guard = guard
         self.output = output          # vLLM's live list of this request's output ids
         self.greedy = greedy
-        self.end_ids = end_ids        # ids that end this request in vLLM (EOS and stop ids)
-        self.not_end = not_end        # the vocabulary's EOS ids that would not end it
+        self.ends = ends              # the ids that end this request in vLLM, and the EOS ids that would not
+        self.end_ids = ends.end
         self.failed = matcher is None
 
     def sync(self) -> None:
@@ -218,9 +222,8 @@ class ConstrainedLogitsProcessor(LogitsProcessorBase):  # type: ignore[misc,vali
                 if t.failed:
                     forced[j] = t.end_ids
         for t, j in zip(live, live_rows):
-            if j not in forced and t.matcher.is_accepting():
-                set_token_bits(buf[j], t.not_end, False)
-                set_token_bits(buf[j], t.end_ids)
+            if j not in forced:
+                t.ends.apply(buf[j], t.matcher.is_accepting())
         for j, ids in forced.items():
             buf[j] = 0
             set_token_bits(buf[j], ids)
@@ -278,11 +281,9 @@ class ConstrainedLogitsProcessor(LogitsProcessorBase):  # type: ignore[misc,vali
         except ConstrainedError as e:
             logger.error("constrained: cannot compile the request's constraint, ending it: %s", e)
             matcher = None
-        eos = set(cache.vocab.eos_ids) if cache is not None else set()
-        stop = getattr(params, "all_stop_token_ids", None)
-        end = {int(t) for t in stop} if stop else eos
+        eos = cache.vocab.eos_ids if cache is not None else ()
         return _Tracked(matcher, BudgetGuard(getattr(params, "max_tokens", None)), output, greedy,
-                        tuple(sorted(end)), tuple(sorted(eos - end)))
+                        EndIds.of(eos, getattr(params, "all_stop_token_ids", None)))
 
     @staticmethod
     def _keep_room(tracked: _Tracked, row: Any) -> None:
