@@ -1,8 +1,9 @@
 """The walk of `VocabTrie.scan` as compiled code (numba): one DFA state's token table.
 
 The trie's levels are flattened into one array per field, nodes numbered level
-after level (`FlatTrie`), and the walk is a depth-first search from the live
-first bytes that steps the DFA once per trie node it reaches: a key literal's
+after level (`FlatTrie`), and the walk goes level by level from the live first
+bytes, stepping the DFA once per trie node it reaches (a level's live nodes in
+order, so memory is read sequentially): a key literal's
 state reaches tens of nodes, a string body a third of the trie.  Compiled, a
 node costs nanoseconds; the level-by-level numpy walk it replaces paid a dozen
 array operations per level whatever the number of live nodes (hundreds of
@@ -22,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import threading
 import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -36,9 +38,10 @@ if TYPE_CHECKING:
 
 _EMPTY = np.zeros(0, np.int64)
 _FLAT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()    # VocabTrie -> its FlatTrie
+_SCRATCH = threading.local()          # per thread: FlatTrie -> work arrays of `_walk`
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class FlatTrie:
     """A `VocabTrie`'s levels as flat arrays (node ids global, level after level)."""
 
@@ -75,6 +78,18 @@ class FlatTrie:
         return flat
 
 
+def _scratch(flat: FlatTrie) -> tuple[np.ndarray, ...]:
+    """This thread's work arrays for walks over ``flat`` (one per token, one per level node)."""
+    per = getattr(_SCRATCH, "arrays", None)
+    if per is None:
+        per = _SCRATCH.arrays = weakref.WeakKeyDictionary()
+    hit = per.get(flat)
+    if hit is None:
+        tokens = int(flat.order.size)
+        hit = per[flat] = tuple(np.empty(tokens + 256, np.int32) for _ in range(5))
+    return hit
+
+
 def walk(flat: FlatTrie, dfa: ByteDFA, state: int,
          first_bytes: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """`VocabTrie.scan_ids`: (distinct inside token ids, split tokens, split positions)."""
@@ -85,9 +100,10 @@ def walk(flat: FlatTrie, dfa: ByteDFA, state: int,
     if starts.size == 0 or flat.byte.size == 0:
         return _EMPTY, _EMPTY, _EMPTY
     table = np.ascontiguousarray(dfa.transitions, dtype=np.int32)
-    inside_pos, n_inside, split_lo, split_hi, split_depth, n_split = _walk(
+    inside_pos, cur_node, cur_state, nxt_node, nxt_state = _scratch(flat)
+    n_inside, split_lo, split_hi, split_depth, n_split = _walk(
         flat.byte, flat.lo, flat.hi, flat.nend, flat.child_lo, flat.child_hi, flat.first, starts,
-        table, dfa.accepting.view(np.uint8), np.int32(state))
+        table, dfa.accepting.view(np.uint8), np.int32(state), inside_pos, cur_node, cur_state, nxt_node, nxt_state)
     ids = flat.order[inside_pos[:n_inside]]
     if n_split == 0:
         return ids, _EMPTY, _EMPTY
@@ -100,63 +116,59 @@ def walk(flat: FlatTrie, dfa: ByteDFA, state: int,
 
 
 @numba.njit(cache=True, nogil=True)
-def _walk(byte, lo, hi, nend, child_lo, child_hi, first, starts, table, accepting, state):  # pragma: no cover
+def _walk(byte, lo, hi, nend, child_lo, child_hi, first, starts, table, accepting, state,
+          inside_pos, cur_node, cur_state, nxt_node, nxt_state):  # pragma: no cover
     # (compiled: coverage cannot see it; tests compare it with a per-token reference scan)
-    stack_node = np.empty(64, np.int32)
-    stack_state = np.empty(64, np.int32)
-    stack_depth = np.empty(64, np.int32)
-    top = 0
+    # Breadth first: a level's live nodes in increasing order, so their children (contiguous
+    # ranges of the next level, in the same order) are read sequentially, not by jumps.
+    # ``inside_pos`` holds every token and a frontier every node of a level (at most one per
+    # token, plus the first bytes): no bounds to check in the loops.
+    steps = table.ravel()
+    n_cur = 0
     for k in range(starts.size):
         b = starts[k]
         node = first[b]
         if node >= 0:
-            if top == stack_node.size:
-                stack_node = _grow(stack_node)
-                stack_state = _grow(stack_state)
-                stack_depth = _grow(stack_depth)
-            stack_node[top] = node
-            stack_state[top] = table[state, b]
-            stack_depth[top] = 1
-            top += 1
-    inside_pos = np.empty(64, np.int32)
+            cur_node[n_cur] = node
+            cur_state[n_cur] = table[state, b]
+            n_cur += 1
     n_inside = 0
     split_lo = np.empty(64, np.int32)
     split_hi = np.empty(64, np.int32)
     split_depth = np.empty(64, np.int32)
     n_split = 0
-    while top > 0:
-        top -= 1
-        node = stack_node[top]
-        q = stack_state[top]
-        d = stack_depth[top]
-        start = lo[node]
-        ends = nend[node]
-        for j in range(ends):                    # tokens spelled exactly like this prefix
-            if n_inside == inside_pos.size:
-                inside_pos = _grow(inside_pos)
-            inside_pos[n_inside] = start + j
-            n_inside += 1
-        if accepting[q] and start + ends < hi[node]:    # the lexeme may end after d bytes of longer tokens
-            if n_split == split_lo.size:
-                split_lo = _grow(split_lo)
-                split_hi = _grow(split_hi)
-                split_depth = _grow(split_depth)
-            split_lo[n_split] = start + ends
-            split_hi[n_split] = hi[node]
-            split_depth[n_split] = d
-            n_split += 1
-        for c in range(child_lo[node], child_hi[node]):
-            q2 = table[q, byte[c]]
-            if q2 != 0:
-                if top == stack_node.size:
-                    stack_node = _grow(stack_node)
-                    stack_state = _grow(stack_state)
-                    stack_depth = _grow(stack_depth)
-                stack_node[top] = c
-                stack_state[top] = q2
-                stack_depth[top] = d + 1
-                top += 1
-    return inside_pos, n_inside, split_lo, split_hi, split_depth, n_split
+    depth = 1
+    while n_cur > 0:
+        n_nxt = 0
+        for i in range(n_cur):
+            node = cur_node[i]
+            q = cur_state[i]
+            start = lo[node]
+            ends = nend[node]
+            for j in range(ends):                # tokens spelled exactly like this prefix
+                inside_pos[n_inside] = start + j
+                n_inside += 1
+            if accepting[q] and start + ends < hi[node]:    # the lexeme may end after `depth` bytes
+                if n_split == split_lo.size:
+                    split_lo = _grow(split_lo)
+                    split_hi = _grow(split_hi)
+                    split_depth = _grow(split_depth)
+                split_lo[n_split] = start + ends
+                split_hi[n_split] = hi[node]
+                split_depth[n_split] = depth
+                n_split += 1
+            base = q * 256
+            for c in range(child_lo[node], child_hi[node]):
+                q2 = steps[base + byte[c]]
+                if q2 != 0:
+                    nxt_node[n_nxt] = c
+                    nxt_state[n_nxt] = q2
+                    n_nxt += 1
+        cur_node, nxt_node = nxt_node, cur_node
+        cur_state, nxt_state = nxt_state, cur_state
+        n_cur = n_nxt
+        depth += 1
+    return n_inside, split_lo, split_hi, split_depth, n_split
 
 
 @numba.njit(cache=True, nogil=True)
