@@ -73,7 +73,7 @@ def reference_state(dfa: ByteDFA, state: int) -> int | None:
 def derive_table(tables: TokenTables, dfa: ByteDFA, state: int, ref: int) -> StateTokenTable:
     """The table of ``state`` from the table of ``ref`` (`TokenTables.get`) and a scan of
     the first bytes on which their rows differ; equal to a full scan's table."""
-    from constrained.engine.token_tables import StateTokenTable
+    from constrained.engine.token_tables import StateTokenTable, not_in_sorted
 
     row, ref_row = dfa.transitions[state], dfa.transitions[ref]
     differing = np.flatnonzero(row != ref_row)
@@ -82,7 +82,8 @@ def derive_table(tables: TokenTables, dfa: ByteDFA, state: int, ref: int) -> Sta
     redo = np.zeros(257, bool)                 # the tokens whose first byte leads elsewhere
     redo[differing] = True
     new_ids, split_toks, split_pos = tables.trie.scan_ids(dfa, state, first_bytes=differing)
-    own = ~np.isin(split_toks, new_ids)        # an inside token's split points are not crossing ones
+    new_ids = np.sort(new_ids)
+    own = not_in_sorted(split_toks, new_ids)   # an inside token's split points are not crossing ones
     split_toks, split_pos = split_toks[own], split_pos[own]
     # the reference's split points and inside tokens but those starting with a differing byte
     ref_split = ~redo[first[base.cross_toks]]
