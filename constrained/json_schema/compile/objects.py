@@ -15,6 +15,7 @@ checked.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from itertools import combinations
 from typing import TYPE_CHECKING, Any
 
@@ -37,31 +38,7 @@ MAX_KEY_PATTERNS = 3     # patternProperties split exactly into 2**n key classes
 def object_alternatives(compiler: SchemaCompiler, conj: Conjunction) -> Alternatives:
     """The alternatives of the objects ``conj`` allows."""
     builder, ws = compiler.builder, compiler.whitespace()
-    order: list[str] = []
-    required: list[str] = []
-    for part in conj:
-        properties = part.get("properties", {})
-        if not isinstance(properties, dict):
-            raise InvalidSchemaError("properties must be an object", keyword="properties", pointer=part.pointer)
-        order += [k for k in properties if k not in order]
-        required_here = part.get("required", [])
-        if compiler.dialect.required_in_property:   # draft 03: a truthy "required" inside a property's schema
-            required_here = [k for k, sub in properties.items() if isinstance(sub, dict) and sub.get("required", False)]
-        elif isinstance(required_here, bool):     # the draft-03 spelling under a later draft
-            compiler.check(part, "required", f"a boolean required ({compiler.dialect.name}) is enforced by validation")
-            required_here = []
-        if not isinstance(required_here, list) or not all(isinstance(r, str) for r in required_here):
-            raise InvalidSchemaError("required must be an array of strings", keyword="required",
-                                     pointer=part.pointer)
-        required += [r for r in required_here if r not in required]
-        if not isinstance(part.get("patternProperties", {}), dict):
-            raise InvalidSchemaError("patternProperties must be an object", keyword="patternProperties",
-                                     pointer=part.pointer)
-        for keyword in ("minProperties", "maxProperties", "dependentRequired", "dependentSchemas",
-                        "dependencies", "unevaluatedProperties"):
-            if part.has(keyword):
-                compiler.check(part, keyword, f"{keyword} is enforced by validation")
-    names = order + [r for r in required if r not in order]
+    names, required = _declared_names(compiler, conj)
     name_items = [(p.get("propertyNames"), p.loc.base, p.pointer + "/propertyNames")
                   for p in conj if p.has("propertyNames")]
     name_schemas = compiler.flatten(name_items) if name_items else ()
@@ -79,7 +56,8 @@ def object_alternatives(compiler: SchemaCompiler, conj: Conjunction) -> Alternat
                 return []
             continue
         declared.append((name, value, name in required))
-    colon, comma = builder.literal(":"), builder.literal(",")
+    colon = builder.literal(":")
+    builder.literal(",")    # the comma's terminal, named before the keys' (names follow creation order)
     # with members in any order the object is validated when it closes, so extra keys
     # need not exclude the declared names (cheaper automata: plain strings)
     unordered = compiler.options.property_order == "any" and bool(declared)
@@ -90,26 +68,67 @@ def object_alternatives(compiler: SchemaCompiler, conj: Conjunction) -> Alternat
 
     extra_members = [(key, *ws, colon, *ws, value) for key, value in extras]
     open_brace, close_brace = builder.literal("{"), builder.literal("}")
-    if compiler.options.property_order == "any" and declared:
-        # members in any order: a superset (repeats, missing required) checked when the object completes
-        compiler.check(conj[0], "properties", "property_order='any': required members and unique keys are "
-                                              "checked")
-        # one list rule over one member nonterminal: a parser set after a member
-        # then holds one list item, not one per declared key
-        members, any_member = builder.fresh("obj_members"), builder.fresh("obj_member")
-        for alternative in [member(name, value) for name, value, _ in declared] + extra_members:
-            builder.rule(any_member, *alternative)
-        builder.rule(members, any_member)
-        builder.rule(members, members, *ws, comma, *ws, any_member)
-        out = [(open_brace, *ws, members, *ws, close_brace)]
-        if not any(is_required for _, _, is_required in declared):
-            out.append((open_brace, *ws, close_brace))
-        return out
+    if unordered:
+        members = _members_in_any_order(compiler, conj, declared, member, extra_members)
+    else:
+        members = _members_in_order(compiler, declared, member, extra_members)
+    # (members that may be empty would put two gaps between the braces: the empty object
+    # is its own alternative)
+    out: Alternatives = [(open_brace, *ws, members, *ws, close_brace)]
+    if not any(is_required for _, _, is_required in declared):
+        out.append((open_brace, *ws, close_brace))
+    return out
+
+
+def _declared_names(compiler: SchemaCompiler, conj: Conjunction) -> tuple[list[str], list[str]]:
+    """The declared member names (``properties`` in schema order, then required names
+    not among them) and the required ones; the object keywords counted by validation
+    become checks."""
+    order: list[str] = []
+    required: list[str] = []
+    for part in conj:
+        properties = part.get("properties", {})
+        if not isinstance(properties, dict):
+            raise InvalidSchemaError("properties must be an object", keyword="properties", pointer=part.pointer)
+        order += [k for k in properties if k not in order]
+        required_here = part.get("required", [])
+        if compiler.dialect.required_in_property:   # draft 03: a truthy "required" inside a property's schema
+            required_here = [k for k, sub in properties.items()
+                             if isinstance(sub, dict) and sub.get("required", False)]
+        elif isinstance(required_here, bool):     # the draft-03 spelling under a later draft
+            compiler.check(part, "required",
+                           f"a boolean required ({compiler.dialect.name}) is enforced by validation")
+            required_here = []
+        if not isinstance(required_here, list) or not all(isinstance(r, str) for r in required_here):
+            raise InvalidSchemaError("required must be an array of strings", keyword="required",
+                                     pointer=part.pointer)
+        required += [r for r in required_here if r not in required]
+        if not isinstance(part.get("patternProperties", {}), dict):
+            raise InvalidSchemaError("patternProperties must be an object", keyword="patternProperties",
+                                     pointer=part.pointer)
+        for keyword in ("minProperties", "maxProperties", "dependentRequired", "dependentSchemas",
+                        "dependencies", "unevaluatedProperties"):
+            if part.has(keyword):
+                compiler.check(part, keyword, f"{keyword} is enforced by validation")
+    return order + [r for r in required if r not in order], required
+
+
+MemberSymbols = Callable[[str, str], tuple[str, ...]]
+"""The symbols of a declared member: its key, a colon and its value's nonterminal."""
+
+
+def _members_in_order(compiler: SchemaCompiler, declared: list[tuple[str, str, bool]], member: MemberSymbols,
+                      extra_members: list[tuple[str, ...]]) -> str:
+    """The nonterminal of one or more members: the declared ones in order (the optional
+    ones skippable), then the extra ones.  ``first_from[i]``: members ``i..`` with none
+    written yet; ``after_from[i]``: members ``i..`` after one was written (each behind a
+    comma)."""
+    builder, ws, comma = compiler.builder, compiler.whitespace(), compiler.builder.literal(",")
     n = len(declared)
     first_from = [builder.fresh(f"obj_a{i}") for i in range(n + 1)]
     after_from = [builder.fresh(f"obj_b{i}") for i in range(n + 1)]
     first_at_end, after_at_end = first_from[n], after_from[n]
-    builder.rule(after_at_end)       # (first_from[n] has no empty rule: the empty object is an alternative below)
+    builder.rule(after_at_end)       # (first_from[n] has no empty rule: no member at all is not its job)
     if extra_members:
         more = builder.fresh("obj_extras")
         builder.rule(more)
@@ -124,10 +143,23 @@ def object_alternatives(compiler: SchemaCompiler, conj: Conjunction) -> Alternat
         if not is_required:
             builder.rule(first_from[i], first_from[i + 1])
             builder.rule(after_from[i], after_from[i + 1])
-    out = [(open_brace, *ws, first_from[0], *ws, close_brace)]   # (first_from[0] empty would put two gaps between the braces)
-    if not any(is_required for _, _, is_required in declared):
-        out.append((open_brace, *ws, close_brace))
-    return out
+    return first_from[0]
+
+
+def _members_in_any_order(compiler: SchemaCompiler, conj: Conjunction, declared: list[tuple[str, str, bool]],
+                          member: MemberSymbols, extra_members: list[tuple[str, ...]]) -> str:
+    """The nonterminal of one or more members in any order: a superset (repeats, missing
+    required members) checked when the object completes."""
+    builder, ws, comma = compiler.builder, compiler.whitespace(), compiler.builder.literal(",")
+    compiler.check(conj[0], "properties", "property_order='any': required members and unique keys are checked")
+    # one list rule over one member nonterminal: a parser set after a member
+    # then holds one list item, not one per declared key
+    members, any_member = builder.fresh("obj_members"), builder.fresh("obj_member")
+    for alternative in [member(name, value) for name, value, _ in declared] + extra_members:
+        builder.rule(any_member, *alternative)
+    builder.rule(members, any_member)
+    builder.rule(members, members, *ws, comma, *ws, any_member)
+    return members
 
 
 def _extra_members(compiler: SchemaCompiler, conj: Conjunction, names: list[str],
@@ -197,7 +229,8 @@ def _extra_members(compiler: SchemaCompiler, conj: Conjunction, names: list[str]
         unmatched = ([(pattern_part.get("additionalProperties"), pattern_part.loc.base,
                        pattern_part.pointer + "/additionalProperties")]
                      if pattern_part.has("additionalProperties") else
-                     ([] if absent_allows_more(pattern_part) else [(False, pattern_part.loc.base, pattern_part.pointer)]))
+                     ([] if absent_allows_more(pattern_part)
+                      else [(False, pattern_part.loc.base, pattern_part.pointer)]))
         for r in range(len(patterns) + 1):
             for matched in combinations(patterns, r):
                 also: list[StringPiece] = [(pattern_part, "patternProperties", ("encoded", key_regexes[pattern]))
