@@ -179,7 +179,8 @@ def words_automaton(words: Sequence[str], *, excluding: bool,
                     if k == last:
                         target = target_of_word
                         if old is not None and old != target:
-                            raise RegexError("JSON words: overlapping spellings")   # never for JSON spellings
+                            raise RegexError("JSON words: overlapping spellings",   # never for JSON spellings
+                                             pattern=json.dumps(list(words))[:200])
                     elif old is not None:                   # a partial escape shared with another character
                         target = old
                     else:
