@@ -211,3 +211,18 @@ def test_speculative_stops_as_the_loop_does_at_the_budget(tiny) -> None:
         spec = speculative_decode(tiny.session(list(b"abcabc ")), cg.matcher(), tiny.eos_ids,
                                   drafter=PromptLookupDrafter(), max_tokens=max_tokens)
         assert (spec.tokens, spec.stop) == (loop.tokens, loop.stop)
+
+
+@pytest.mark.parametrize("max_tokens", [21, 23, 30])
+def test_speculative_finishes_within_the_budget_as_the_loop_does(tiny, max_tokens) -> None:
+    """Every emitted token of the verifier goes through the step's budget rule: greedy
+    output equals the loop's under ``finish_within_budget``, drafts or not."""
+    cg, prompt = compiled(tiny, REGEXES[0]), b'JSON {"n": 12, "tag": "abc"} again: '
+    loop = decode_loop(tiny.session(list(prompt)), cg.matcher(), tiny.eos_ids, Greedy().choose,
+                       max_tokens=max_tokens, finish_within_budget=True)
+    assert loop.stop == "eos" and len(loop.tokens) <= max_tokens
+    for drafter in (ForcedDrafter(), PromptLookupDrafter()):
+        spec = speculative_decode(tiny.session(list(prompt)), cg.matcher(), tiny.eos_ids, drafter=drafter,
+                                  max_tokens=max_tokens, finish_within_budget=True)
+        assert (spec.tokens, spec.stop, spec.info.get("finished_by_completion")) == \
+            (loop.tokens, loop.stop, loop.info.get("finished_by_completion"))

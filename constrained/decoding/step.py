@@ -190,7 +190,7 @@ class SequenceStep:
     A step: `feed` (the tokens to give the model before its forward pass; computes the
     mask), then `choose` (the masked logits, a token chosen, the constraint advanced).
     The speculative verifier uses the parts: `next_mask`, `end_if_only_eos`,
-    `masked`, `take`.  ``result`` is the `Sample` once the sequence stopped.
+    `masked`, `commit`.  ``result`` is the `Sample` once the sequence stopped.
     """
 
     def __init__(self, constraint: Constraint, eos_ids: Iterable[int], max_tokens: int, *,
@@ -307,18 +307,24 @@ class SequenceStep:
         masked = self.masked(logits, self.mask)
         if masked is None:
             return
-        t = int(choose(masked, generator))
-        if t in self.eos:
-            self.take(t, logits)
-            return
+        self.commit(int(choose(masked, generator)), logits)
+
+    def commit(self, token: int, logits: Any, *, fed: bool = False) -> bool:
+        """The chosen ``token`` with every rule after the choice: the budget's finish (with
+        ``finish_within_budget``, a token after which no completion fits is replaced by
+        the shortest completion and EOS), `take`, then the forced tokens of jump-forward.
+        True while the sequence goes on (False: EOS, or the finish, ended it)."""
+        if token in self.eos:
+            return self.take(token, logits, fed=fed)
         forced = None
         if self.finish is not None:               # a token replaced by the finish adds no log-probability
-            forced = self._finish_or_forced([t])
+            forced = self._finish_or_forced([token])
             if forced is None:
-                return
-        self.take(t, logits)
+                return False
+        self.take(token, logits, fed=fed)
         if self.forced_of is not None and self.left > 0:
             self._take_forced(forced)
+        return self.result is None
 
     # ------------------------------------------------------------------ forced tokens and the finish
     def _take_forced(self, forced: list[int] | None = None) -> None:

@@ -143,7 +143,8 @@ def _draft_length(successes: float, failures: float, max_draft: int, accept_floo
 
 def speculative_decode(session, constraint, eos_ids: tuple[int, ...], *, drafter, target=None,
                        max_tokens: int, generator=None, max_draft: int = 8, accept_floor: float = 0.2,
-                       adaptive: bool = True, overlap_masks: bool | None = None) -> Sample:
+                       adaptive: bool = True, overlap_masks: bool | None = None,
+                       finish_within_budget: bool = False) -> Sample:
     """Decode one sequence speculatively (see the module docstring).  ``session``: a
     `constrained.models.ModelSession` (``extend_scored``, ``truncate``); ``target``: a
     token rule (default greedy) or a `StepTarget`.  Where the constraint allows only
@@ -158,13 +159,15 @@ def speculative_decode(session, constraint, eos_ids: tuple[int, ...], *, drafter
 
     The per-position rules (mask, EOS only where accepting, EOS only at the budget,
     log-probabilities, stop reasons) are `constrained.decoding.step.SequenceStep`'s,
-    the plain loop's own."""
+    the plain loop's own; so is ``finish_within_budget`` (see `decode_loop`): every
+    emitted token, drafted or drawn, goes through its budget rule, so greedy output
+    equals `decode_loop(..., finish_within_budget=True)`'s."""
     target = _target(target)
     greedy = _is_greedy(target)
     if overlap_masks is None:
         logits0 = session.logits()
         overlap_masks = logits0 is not None and logits0.device.type == "cuda"
-    step = SequenceStep(constraint, eos_ids, max_tokens)
+    step = SequenceStep(constraint, eos_ids, max_tokens, finish_within_budget=finish_within_budget)
     prompt = list(session.tokens)
     if hasattr(drafter, "index_prompt"):
         drafter.index_prompt(prompt)
@@ -203,14 +206,14 @@ def speculative_decode(session, constraint, eos_ids: tuple[int, ...], *, drafter
                 if _accepts(greedy, masked, p, x, q, generator):
                     target.observe(x, masked, step.tokens)
                     accepted += 1
-                    if step.take(x, logits, fed=True):
+                    if step.commit(x, logits, fed=True):
                         continue
                     break
                 y = int(masked.argmax()) if greedy else _residual_draw(p, x, q, generator)
             else:
                 y = int(masked.argmax()) if greedy else multinomial(p.double(), generator)
             target.observe(y, masked, step.tokens)
-            step.take(y, logits)                 # fed with the next draft
+            step.commit(y, logits)               # fed with the next draft
             break
         drafted += len(draft_tokens)
         accepted_total += accepted
@@ -252,7 +255,8 @@ def _residual_draw(p, x: int, q, generator) -> int:
 
 class SpeculativeSampler:
     """`speculative_decode` behind the `samplers.base.Sampler` interface, so
-    `constrained.extract` / `generate` and the CLI can use it.
+    `constrained.extract` / `generate` and the CLI can use it.  ``finish_within_budget``:
+    outputs end complete inside ``max_tokens`` (see `speculative_decode`).
 
     Example:
         >>> from constrained.speculative import ChainDrafter, ForcedDrafter, PromptLookupDrafter
@@ -261,19 +265,21 @@ class SpeculativeSampler:
         'Greedy'
     """
 
-    def __init__(self, drafter, target=None, *, max_draft: int = 8, accept_floor: float = 0.2) -> None:
+    def __init__(self, drafter, target=None, *, max_draft: int = 8, accept_floor: float = 0.2,
+                 finish_within_budget: bool = False) -> None:
         from samplers import Greedy
 
         self.drafter = drafter
         self.target = target or Greedy()
         self.max_draft = max_draft
         self.accept_floor = accept_floor
+        self.finish_within_budget = finish_within_budget
 
     def run(self, source, constraint, eos_ids, *, max_tokens: int, generator=None) -> list[Sample]:
         if hasattr(self.target, "reset"):
             self.target.reset()
         out = speculative_decode(source, constraint, eos_ids, drafter=self.drafter, target=self.target,
                                  max_tokens=max_tokens, generator=generator, max_draft=self.max_draft,
-                                 accept_floor=self.accept_floor)
+                                 accept_floor=self.accept_floor, finish_within_budget=self.finish_within_budget)
         self.drafter.observe(out.tokens)
         return [out]
