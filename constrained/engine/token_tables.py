@@ -32,7 +32,6 @@ import numpy as np
 
 from constrained.automata.byte_dfa import ByteDFA
 from constrained.deadline import remaining, timeout_error
-from constrained.deadline import remaining, timeout_error
 from constrained.engine.crossing import CrossingSet, CrossingSets
 from constrained.engine.table_derivation import derive_table, reference_state
 from constrained.engine.token_trie import VocabTrie
