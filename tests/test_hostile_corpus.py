@@ -109,6 +109,27 @@ def compile_case(kind: str, payload: Any, budget: float) -> str:
     return f"{sum((int(w) & 0xFFFFFFFF).bit_count() for w in mask)} tokens allowed"
 
 
+_WARM: list[bool] = []
+
+
+def _warm_parent() -> None:
+    """Load in the parent, once, what every case would otherwise load in its own forked
+    child: lazily imported modules (lark's loader, jsonschema's validators) and compiled
+    code (the trie walk's JIT).  Under load an import alone could take a child past its
+    wall limit; a child now measures its case only."""
+    if _WARM:
+        return
+    _WARM.append(True)
+    grammars = [Grammar.from_lark('start: "a" B\nB: /[0-9]+/', timeout=None),
+                Grammar.from_gbnf('root ::= [a-z]+ ("," [a-z]+)*', timeout=None),
+                Grammar.from_json_schema({"type": "object", "properties": {
+                    "a": {"type": "string", "pattern": "^a+$"},
+                    "b": {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}}}, timeout=None),
+                Grammar.from_regex("[0-9]+")]
+    for grammar in grammars:
+        compile_grammar(grammar, BYTES, cache_dir=None, timeout=None).matcher().mask()
+
+
 def _child(conn, kind: str, payload: Any, budget: float, memory: int, stacks) -> None:
     try:
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
@@ -172,6 +193,7 @@ def run_cases(cases: list[tuple[str, str, Any]], *, budget: float, wall: float, 
               memory: int | None = None, progress: int = 0) -> list[Result]:
     """Run ``(label, kind, payload)`` cases, ``jobs`` forked children at a time."""
     ctx = multiprocessing.get_context("fork")
+    _warm_parent()
     memory = memory or _memory_cap()
     results: list[Result | None] = [None] * len(cases)
     todo = list(range(len(cases)))
