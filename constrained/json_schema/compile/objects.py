@@ -19,6 +19,7 @@ from collections.abc import Callable
 from itertools import combinations
 from typing import TYPE_CHECKING, Any
 
+from constrained.automata.json_words import json_words_regex
 from constrained.errors import ConstrainedError, InvalidSchemaError
 from constrained.json_schema.compile.literals import LARGE_ENUM, fixed_string, literal_regex
 from constrained.json_schema.compile.rules import RAW_STRING_REGEX, Alternatives
@@ -178,8 +179,8 @@ def _extra_members(compiler: SchemaCompiler, conj: Conjunction, names: list[str]
         key_pieces.append((conj[0], "properties", ("encoded", RAW_STRING_REGEX)))
         declared_names = ("(?:" + "|".join(sorted({literal_regex(json.dumps(n, ensure_ascii=False))
                                                    for n in names})) + ")",)
-    elif names:
-        declared_names = (json_string_regex("(?:" + "|".join(literal_regex(n) for n in names) + ")"),)
+    elif names:     # every spelling of the names, built directly (`constrained.automata.json_words`)
+        declared_names = (json_words_regex(names),)
     for q in name_schemas:
         other = [k for k in q.keywords() if k not in ANNOTATIONS and k not in
                  ("pattern", "minLength", "maxLength", "format", "type")]

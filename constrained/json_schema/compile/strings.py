@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from constrained.automata.json_words import WORDS_MARKER, json_string_except_regex, parse_marker
 from constrained.errors import (
     CompileLimitError,
     CompileTimeoutError,
@@ -110,11 +111,12 @@ def string_terminal(compiler: SchemaCompiler, pieces: list[StringPiece], hint: s
             regexes = None
         if regexes is not None:
             main, also = (regexes[0], tuple(regexes[1:])) if regexes else (STRING_REGEX, ())
-            fits = _fits_terminal(compiler, main, also, excluding)
+            main, left_out = _fold_excluded_words(main, also, excluding)
+            fits = _fits_terminal(compiler, main, also, left_out)
             if fits is not None:
                 if not fits:
                     return None
-                return compiler.builder.term(main, hint, also, excluding)
+                return compiler.builder.term(main, hint, also, left_out)
         if not kept:
             raise UnsupportedSchemaError("a JSON string terminal exceeds the automaton size limit",
                                          keyword="pattern", pointer=pieces[0][0].pointer if pieces else "")
@@ -123,6 +125,15 @@ def string_terminal(compiler: SchemaCompiler, pieces: list[StringPiece], hint: s
         kept.remove(drop)
         compiler.check(drop[0], drop[1], f"{drop[1]} together with the other string constraints needs too "
                                          "large an automaton")
+
+
+def _fold_excluded_words(main: str, also: tuple[str, ...], excluding: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
+    """Any JSON string but some words (an extra key): one automaton built directly
+    (`constrained.automata.json_words`) instead of the string automaton minus the words'."""
+    words = [w for regex in excluding if regex.startswith(WORDS_MARKER) for w in parse_marker(regex)[1]]
+    if main != STRING_REGEX or also or not words:
+        return main, excluding
+    return json_string_except_regex(words), tuple(r for r in excluding if not r.startswith(WORDS_MARKER))
 
 
 def _text_regex(piece: StringPiece) -> str:
