@@ -146,6 +146,29 @@ def test_grammar_cache_shares_and_remembers_failures():
     assert cached_grammar(s1) is cached_grammar(s1)
 
 
+def test_grammar_cache_warms_up_in_the_background_and_compiles_meanwhile(monkeypatch):
+    import threading
+
+    from constrained import warmup
+
+    started, release, calls = threading.Event(), threading.Event(), []
+
+    def slow_warm_up(vocab, **kwargs):
+        calls.append(vocab)
+        started.set()
+        release.wait(10)                              # still warming up while requests compile
+        return {}
+
+    monkeypatch.setattr(warmup, "warm_up", slow_warm_up)
+    cache = GrammarCache(VOCAB, cache_dir=None, warm_up=True)
+    assert started.wait(10) and not cache.warmed.is_set()
+    m = cache.get(ConstraintSpec.from_request({"regex": "a+b"})).matcher()
+    assert m.advance_many(VOCAB.encode("aab")) == len(VOCAB.encode("aab")) and m.is_accepting()
+    release.set()
+    assert cache.warmed.wait(10) and calls == [VOCAB]
+    assert GrammarCache(VOCAB, cache_dir=None).warmed.is_set()       # no warm-up asked: nothing to wait for
+
+
 def test_request_types_map_to_specs():
     kinds = {name: spec_for_request_type(SimpleNamespace(name=name), text).kind for name, text in [
         ("JSON", '{"type": "integer"}'), ("JSON_OBJECT", ""), ("REGEX", "a+"), ("CHOICE", '["a", "b"]'),

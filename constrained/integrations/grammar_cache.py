@@ -5,7 +5,11 @@ format per application).  The cache keys a `CompiledGrammar` by `ConstraintSpec.
 (kind, source and options), keeps the most recently used ``size`` of them, and also
 remembers failures, so a schema that timed out or was refused fails the next request
 at once instead of stalling the engine again.  Thread-safe: vLLM compiles grammars
-on a thread pool.
+on a thread pool.  With ``warm_up=True`` a background thread builds what every
+request over the vocabulary shares (`constrained.warm_up`: the trie and compiled
+walk, the value checks' token classes, the format automata) as the server starts;
+requests compiled meanwhile are correct, only not yet faster (the caches are
+thread-safe).
 
 Example:
     >>> from constrained import TokenVocabulary
@@ -37,13 +41,27 @@ _DEFAULT: Any = object()
 class GrammarCache:
     """`get(spec)` -> the spec's `CompiledGrammar` for ``vocab``, compiled once."""
 
-    def __init__(self, vocab, *, size: int = DEFAULT_CACHE_SIZE, cache_dir: str | Path | None = _DEFAULT) -> None:
+    def __init__(self, vocab, *, size: int = DEFAULT_CACHE_SIZE, cache_dir: str | Path | None = _DEFAULT,
+                 warm_up: bool = False) -> None:
         self.vocab = vocab
         self.size = size
         self._cache_dir = cache_dir
         self._entries: OrderedDict[str, Any] = OrderedDict()   # key -> CompiledGrammar or the exception
         self._lock = threading.Lock()
         self._hits = self._misses = self._failures = 0
+        self.warmed: threading.Event = threading.Event()     # set once the warm-up is over (or not asked)
+        if warm_up:
+            threading.Thread(target=self._warm_up, name="constrained-warm-up", daemon=True).start()
+        else:
+            self.warmed.set()
+
+    def _warm_up(self) -> None:
+        from constrained.warmup import warm_up
+
+        try:
+            warm_up(self.vocab, cache_dir=None if self._cache_dir is _DEFAULT else self._cache_dir)
+        finally:
+            self.warmed.set()
 
     def get(self, spec: ConstraintSpec):
         """The compiled grammar, or the spec's compile error raised again (a typed

@@ -192,7 +192,7 @@ class ConstrainedBackend(StructuredOutputBackendBase):  # type: ignore[misc,vali
 
         vocab = self.tokenizer if isinstance(self.tokenizer, TokenVocabulary) \
             else vocabulary_for(self.tokenizer, self.vocab_size)
-        self.cache = GrammarCache(vocab)
+        self.cache = GrammarCache(vocab, warm_up=True)     # built at engine start, in the background
 
     def compile_grammar(self, request_type: Any, grammar_spec: str,
                         stop_token_ids: set[int] | None = None) -> ConstrainedGrammar:

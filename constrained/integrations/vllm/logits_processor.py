@@ -259,7 +259,7 @@ class ConstrainedLogitsProcessor(LogitsProcessorBase):  # type: ignore[misc,vali
 
                 tokenizer = cached_tokenizer_from_config(self._vllm_config.model_config)
             vocab_size = self._vllm_config.model_config.get_vocab_size() if self._vllm_config is not None else None
-            self._cache = GrammarCache(vocabulary_for(tokenizer, vocab_size))
+            self._cache = GrammarCache(vocabulary_for(tokenizer, vocab_size), warm_up=True)
         return self._cache
 
     def _track(self, params: Any, output: list[int]) -> _Tracked | None:
