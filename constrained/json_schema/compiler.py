@@ -62,7 +62,6 @@ from constrained.json_schema.compile.rules import (
     RuleBuilder,
     productive_rules,
 )
-from constrained.json_schema.compile.strings import StringPiece
 from constrained.json_schema.conjunction import (
     VALIDATION_KEYWORDS,
     Conjunction,
@@ -306,17 +305,6 @@ class SchemaCompiler:
                     self.check(part, k, f"{k} ({self.dialect.name}) is not translated")
                 else:
                     self.note(part.pointer, k, "unknown keyword: an annotation without validation meaning")
-
-    # ------------------------------------------------------------------ the names grounding.py reads
-    @property
-    def b(self) -> RuleBuilder:
-        """`builder`, under the name `constrained.json_schema.grounding` still reads."""
-        return self.builder
-
-    def _string_terminal(self, pieces: list[StringPiece], hint: str, *,
-                         excluding: tuple[str, ...] = ()) -> str | None:
-        """`strings.string_terminal`, under the name `constrained.json_schema.grounding` still calls."""
-        return strings.string_terminal(self, pieces, hint, excluding=excluding)
 
 
 def compile_json_schema(schema: Any, options: JsonSchemaOptions | None = None, *,

@@ -121,7 +121,7 @@ a value check (``format: email``, long lengths) has a valid substring at all."""
 
 def grounded_string(compiler: SchemaCompiler, conj, pieces: list) -> str | None:
     """The terminal of a grounded free string value of ``conj`` (its string ``pieces``,
-    `SchemaCompiler._string_regexes`, intersected with the text's substrings), or None
+    `constrained.json_schema.compile.strings.string_pieces`, intersected with the text's substrings), or None
     where it is not grounded — or cannot be: then the fallback of the module docstring
     (a note, or `GroundingError`).
 
@@ -134,7 +134,9 @@ def grounded_string(compiler: SchemaCompiler, conj, pieces: list) -> str | None:
         return None
     before = set(compiler.checked)
     pieces = _without_too_large(compiler, pieces)
-    term = compiler._string_terminal([piece] + pieces, "GROUNDED")
+    from constrained.json_schema.compile.strings import string_terminal  # (it imports this module)
+
+    term = string_terminal(compiler, [piece] + pieces, "GROUNDED")
     if term is None:
         unground(compiler, conj, annotation(conj), "no substring of the text fits its schema")
         return None
@@ -155,7 +157,7 @@ determinised up to the limit every time."""
 
 def _without_too_large(compiler: SchemaCompiler, pieces: list) -> list:
     """``pieces`` without those whose automaton alone is too large (each becomes a value
-    check, as `SchemaCompiler._string_terminal` would make it after trying)."""
+    check, as `constrained.json_schema.compile.strings.string_terminal` would make it after trying)."""
     from constrained.automata.byte_dfa import compile_regex
     from constrained.json_schema.json_string import (
         json_string_regex,
@@ -214,7 +216,7 @@ def _some_substring_valid(compiler: SchemaCompiler, text: str, checked: dict) ->
 
 
 def _substrings_piece(compiler: SchemaCompiler, conj) -> tuple[Any, str, tuple[str, str]] | None:
-    """The piece (`SchemaCompiler._string_terminal`'s ``(part, keyword, regex)``) that
+    """The piece (`constrained.json_schema.compile.strings.string_terminal`'s ``(part, keyword, regex)``) that
     grounds a free string value of ``conj``, or None where it is not grounded (or
     cannot be: then the fallback of the module docstring, note or `GroundingError`)."""
     from constrained.automata.byte_dfa import compile_regex
@@ -250,7 +252,7 @@ def enum_strings(compiler: SchemaCompiler, conj, strings: list[str]) -> list[str
 
 
 def grounded_numbers(compiler: SchemaCompiler, conj, alternatives: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
-    """A number value's ``alternatives`` (single terminals of `SchemaCompiler._number`),
+    """A number value's ``alternatives`` (single terminals of `constrained.json_schema.compile.numeric.number_alternatives`),
     each intersected with the raw substrings of the text where ``x-grounded: true``
     says so (numbers are not grounded by default): the number must be spelled as the
     text spells it.  None left: `GroundingError`."""
@@ -261,7 +263,7 @@ def grounded_numbers(compiler: SchemaCompiler, conj, alternatives: list[tuple[st
     if grounding is None or not alternatives or annotation(conj) is not True:
         return alternatives
     marker = substrings_regex(grounding.text, quoted=False)
-    defs = {name: key for key, name in compiler.b.terminals.items()}
+    defs = {name: key for key, name in compiler.builder.terminals.items()}
     out = []
     for alt in alternatives:
         regex, also, excluding = defs[alt[0]]
@@ -273,7 +275,7 @@ def grounded_numbers(compiler: SchemaCompiler, conj, alternatives: list[tuple[st
         except CompileLimitError as e:
             unground(compiler, conj, True, f"the number's automaton with the text's is too large ({e})")
         if not empty:
-            out.append((compiler.b.term(regex, "GROUNDED_NUM", also, excluding),))
+            out.append((compiler.builder.term(regex, "GROUNDED_NUM", also, excluding),))
     if not out:
         unground(compiler, conj, True, "no number spelled in the text fits its schema")
     return out
