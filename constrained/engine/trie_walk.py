@@ -9,8 +9,9 @@ node costs nanoseconds; the level-by-level numpy walk it replaces paid a dozen
 array operations per level whatever the number of live nodes (hundreds of
 microseconds for a literal, milliseconds for a string body of a 128k vocabulary).
 
-numba compiles `_walk` on first use and caches the machine code next to this
-module (``cache=True``), so only the first process on a machine pays for it.
+numba is imported on the first walk, not with the package (it costs ~0.7 s to
+import), and compiles `_walk` then; the machine code is cached next to this module
+(``cache=True``), so only the first process on a machine compiles it.
 
 Example:
     >>> from constrained.automata.byte_dfa import compile_regex
@@ -23,12 +24,12 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import threading
 import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numba
 import numpy as np
 
 from constrained.automata.byte_dfa import ByteDFA
@@ -101,7 +102,7 @@ def walk(flat: FlatTrie, dfa: ByteDFA, state: int,
         return _EMPTY, _EMPTY, _EMPTY
     table = np.ascontiguousarray(dfa.transitions, dtype=np.int32)
     inside_pos, cur_node, cur_state, nxt_node, nxt_state = _scratch(flat)
-    n_inside, split_lo, split_hi, split_depth, n_split = _walk(
+    n_inside, split_lo, split_hi, split_depth, n_split = _compiled_walk()(
         flat.byte, flat.lo, flat.hi, flat.nend, flat.child_lo, flat.child_hi, flat.first, starts,
         table, dfa.accepting.view(np.uint8), np.int32(state), inside_pos, cur_node, cur_state, nxt_node, nxt_state)
     ids = flat.order[inside_pos[:n_inside]]
@@ -115,7 +116,16 @@ def walk(flat: FlatTrie, dfa: ByteDFA, state: int,
     return ids, flat.order[positions], np.repeat(split_depth[:n_split].astype(np.int64), counts)
 
 
-@numba.njit(cache=True, nogil=True)
+@functools.cache
+def _compiled_walk():
+    """`_walk` compiled (numba imported and its helper compiled first: `_walk` calls it by name)."""
+    import numba
+
+    global _grow
+    _grow = numba.njit(cache=True, nogil=True)(_grow_python)
+    return numba.njit(cache=True, nogil=True)(_walk)
+
+
 def _walk(byte, lo, hi, nend, child_lo, child_hi, first, starts, table, accepting, state,
           inside_pos, cur_node, cur_state, nxt_node, nxt_state):  # pragma: no cover
     # (compiled: coverage cannot see it; tests compare it with a per-token reference scan)
@@ -171,8 +181,10 @@ def _walk(byte, lo, hi, nend, child_lo, child_hi, first, starts, table, acceptin
     return n_inside, split_lo, split_hi, split_depth, n_split
 
 
-@numba.njit(cache=True, nogil=True)
-def _grow(a):  # pragma: no cover
+def _grow_python(a):  # pragma: no cover
     out = np.empty(a.size * 2, a.dtype)
     out[:a.size] = a
     return out
+
+
+_grow = _grow_python      # replaced by its compiled version in `_compiled_walk`
