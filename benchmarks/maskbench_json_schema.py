@@ -11,7 +11,9 @@ the same machine load), time to first mask (compile + first mask) and the cost o
 token of its valid instances (mask + advance; llguidance: ``fill_next_token_bitmask``
 + ``consume_token``; one engine over a whole instance, then the other), with a fresh
 compile per schema for both (our in-process
-automaton caches stay warm, as llguidance's do).  Writes
+automaton caches stay warm, as llguidance's do).  Ours reads object members in
+declared order, as llguidance does (`serving_batch.OurEngine`'s default), and
+warms up as the protocol's workers do (`constrained.warm_up`).  Writes
 ``<out>/maskbench_vs_llguidance.{json,md}``.
 
     python benchmarks/maskbench_json_schema.py --vs-llguidance --every 30
@@ -47,7 +49,10 @@ def side_by_side(argv: list[str]) -> None:
     eos = int(min(vocab.eos_ids))
     ours, llg = sb.OurEngine(vocab), sb.LLGuidanceEngine(a.vocab, vocab.eos_ids)
     records = list(read_maskbench(a.data))[::a.every][:a.limit]
-    for schema, inst in sb.WARMUP:                  # as the protocol's workers do
+    from constrained import warm_up
+
+    warm_up(vocab)                                  # as the protocol's workers do, and a server at start
+    for schema, inst in sb.WARMUP:
         toks = [int(t) for t in vocab.encode(json.dumps(inst))]
         m = ours.compile(schema)
         for t in toks:
