@@ -226,3 +226,15 @@ def test_speculative_finishes_within_the_budget_as_the_loop_does(tiny, max_token
                                   max_tokens=max_tokens, finish_within_budget=True)
         assert (spec.tokens, spec.stop, spec.info.get("finished_by_completion")) == \
             (loop.tokens, loop.stop, loop.info.get("finished_by_completion"))
+
+
+def test_hf_processor_rows_that_left_the_constraint_are_not_masked(tiny) -> None:
+    """A row whose token the mask did not allow (another processor chose it) is left
+    alone from then on, at every later step too."""
+    proc = ConstrainedLogitsProcessor(compiled(tiny, "[0-9]{3}"), prompt_length=1)
+    for generated in ([], [ord("7")], [ord("7"), ord("x")], [ord("7"), ord("x"), ord("y")]):
+        ids = torch.tensor([[ord(">")] + generated])
+        scores = proc(ids, torch.zeros(1, 264))
+        allowed = torch.isfinite(scores[0]).nonzero().flatten().tolist()
+        expected = list(range(264)) if ord("x") in generated else list(range(ord("0"), ord("9") + 1))
+        assert allowed == expected, generated

@@ -46,12 +46,12 @@ class ConstrainedLogitsProcessor:
         self.num_beams = num_beams
         self._matchers: dict[tuple[int, tuple[int, ...]], Any] = {}
 
-    def _constraint(self, row: int):
+    def _constraint(self, row: int) -> Any:
         if isinstance(self.constraints, (list, tuple)):
             return self.constraints[row // self.num_beams]
         return self.constraints
 
-    def _matcher(self, row: int, generated: tuple[int, ...]):
+    def _matcher(self, row: int, generated: tuple[int, ...]) -> Any:
         key = (row // self.num_beams, generated)
         hit = self._matchers.get(key)
         if hit is not None:
@@ -60,14 +60,15 @@ class ConstrainedLogitsProcessor:
             m = self._constraint(row).matcher()
         else:
             parent = self._matcher(row, generated[:-1])
-            m = parent.fork()
-            if not m.is_terminated() and not m.advance(generated[-1]):
+            m = None if parent is None else parent.fork()     # None: the row left the constraint earlier
+            if m is not None and not m.is_terminated() and not m.advance(generated[-1]):
                 # only after EOS (padding) or a token the mask did not allow (another processor)
                 m = None
         self._matchers[key] = m
         return m
 
-    def __call__(self, input_ids, scores):
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        """Mask each row of ``scores`` ([rows, logits width]) for its generated prefix (in place)."""
         rows = input_ids.shape[0]
         live: dict[tuple[int, tuple[int, ...]], Any] = {}
         for r in range(rows):
