@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from functools import lru_cache
 from typing import Any
 
@@ -82,6 +83,7 @@ MAX_CLOSES = 8                         # close counts profiled exactly; more are
 _COUNTED_ITEMS = 256
 
 _WS = frozenset(b" \t\n\r")
+_HAS_BLANK = re.compile(rb"[ \t\n\r]")
 
 
 # ---------------------------------------------------------------------- cursors
@@ -214,6 +216,7 @@ class _Profiles:
         self.ends_string: list[np.ndarray] = []
         self.opens: list[np.ndarray] = []
         self._longer: dict[int, np.ndarray] = {}
+        self._unions: dict[tuple, np.ndarray] = {}
         self.lengths = lengths
         for start in (OUT, STR, ESC):
             mode = np.full(n, start, dtype=np.int8)
@@ -266,7 +269,61 @@ class _Profiles:
                 flat = np.empty(n, dtype=bool)
                 flat[order] = acc
                 out_list.append(pack_mask(flat))
+        self._key_index(vocab)
 
+    def _key_index(self, vocab) -> None:
+        """Where a token may spell a key: ``escapes`` (packed: tokens holding a backslash),
+        ``segments`` (a quoted run ``"..."`` between two consecutive quotes of a token ->
+        the ids of the tokens holding it) and ``leads`` (a token's bytes up to and
+        including its first quote -> ids).  An earlier key's spelling without a backslash
+        is a token substring exactly where it is one of the token's segments, and the rest
+        of a key begun before the token (closing quote included) starts the token exactly
+        where it is the token's lead: `JsonValueChecks` looks repeats up here instead of
+        scanning the tokens (built once per vocabulary, over the tokens holding a quote)."""
+        from constrained.masks import pack_mask
+
+        mat = vocab.byte_matrix
+        self.escapes = pack_mask((mat == 0x5C).any(axis=1)) if mat.size else pack_mask(np.zeros(0, dtype=bool))
+        segments: dict[bytes, list[int]] = {}
+        leads: dict[bytes, list[int]] = {}
+        rows = np.flatnonzero((mat == 0x22).any(axis=1)) if mat.size else np.zeros(0, dtype=np.int64)
+        tb = vocab.token_bytes
+        for t in rows.tolist():
+            b = tb[t]
+            q = b.find(b'"')
+            leads.setdefault(b[:q + 1], []).append(t)
+            nxt = b.find(b'"', q + 1)
+            while nxt != -1:
+                segments.setdefault(b[q:nxt + 1], []).append(t)
+                q, nxt = nxt, b.find(b'"', nxt + 1)
+        self.segments = {k: np.array(v, dtype=np.int64) for k, v in segments.items()}
+        self.leads = {k: np.array(v, dtype=np.int64) for k, v in leads.items()}
+
+    def union(self, mode: int, r: int, opens: bool, commas: int, ends: bool, keys: bool,
+              room: int) -> np.ndarray:
+        """The tokens (packed) a tracker state's checks may refuse, read from string mode
+        ``mode``: closing ``r`` containers (or opening and closing one inside the token),
+        opening one and continuing it (``opens``), ``commas`` commas at the level, a
+        string's end (``ends``), a comma and a whole key (``keys``), more than ``room``
+        bytes (``room`` >= 0).  Memoised: it does not depend on the grammar's state."""
+        key = (mode, r, opens, commas, ends, keys, room)
+        hit = self._unions.get(key)
+        if hit is None:
+            sel = self.internal[mode] | self.closes[mode][r] if r else self.internal[mode].copy()
+            if opens:
+                sel |= self.opens[mode]
+            if commas:
+                sel |= self.commas[mode][commas]
+            if ends:
+                sel |= self.ends_string[mode]
+            if keys:
+                sel |= self.comma_keys[mode]
+            if room >= 0:
+                sel |= self.longer(room)
+            if len(self._unions) > 1024:
+                self._unions.clear()
+            hit = self._unions[key] = sel
+        return hit
 
     def longer(self, room: int) -> np.ndarray:
         """Tokens of more than ``room`` bytes (packed)."""
@@ -301,6 +358,8 @@ class JsonValueChecks:
         self._reaching = _reaching(index, {id(loc.schema) for loc in checked})
         self._verdicts: dict[tuple[int, bytes], bool] = {}
         self._candidates: dict[tuple, np.ndarray] = {}
+        # (grammar state, mode, ...) -> (the tokens that may end a key there, those with an escape)
+        self._repeat_bases: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
         self._explained: dict[tuple, tuple] = {}
         self.root = self.cursor([root_part(index)])
         digest = hashlib.sha256(json.dumps(index.document, sort_keys=True, default=str).encode())
@@ -633,7 +692,7 @@ class JsonValueChecks:
                             starts.update(rest)
                     continue
                 if not restricted:                    # only a repeat: tokens spelling an earlier key
-                    spellings.update(json.dumps(k, ensure_ascii=False).encode("utf-8") for k in f[5])
+                    spellings.update(map(_spelling, f[5]))
                 if f is top and mode == OUT and f[3] == KEY:
                     ends, dup_ends = ends or restricted, dup_ends or not restricted
                 else:                                 # inner values or this one end, then ',"key"'
@@ -649,32 +708,44 @@ class JsonValueChecks:
             if dup_ends or dup_keys:
                 return self._repeat_candidates(hit, mask, vocab, key, mode, dup_ends, dup_keys, spellings, starts)
             return hit
-        prof = _profiles(vocab)
-        sel = prof.internal[mode] | prof.closes[mode][r] if r else prof.internal[mode].copy()
-        if opens:
-            sel |= prof.opens[mode]
-        if commas:
-            sel |= prof.commas[mode][commas]
-        if ends:
-            sel |= prof.ends_string[mode]
-        if keys:
-            sel |= prof.comma_keys[mode]
-        if room >= 0:
-            sel |= prof.longer(room)
-        sel &= mask[: sel.size]
-        words = np.flatnonzero(sel)
-        if words.size == 0:
-            out = _NONE
-        else:
-            bits = np.unpackbits(sel[words].view(np.uint8), bitorder="little").reshape(-1, 32)
-            row, col = np.nonzero(bits)
-            out = words[row] * 32 + col
+        sel = _profiles(vocab).union(mode, r, opens, commas, ends, keys, room)
+        out = _ids(sel & mask[: sel.size])
         if memo_key is not None:
             if len(self._candidates) > 65536:
                 self._candidates.clear()
             self._candidates[memo_key] = out
         if dup_ends or dup_keys:
             out = self._repeat_candidates(out, mask, vocab, key, mode, dup_ends, dup_keys, spellings, starts)
+        return out
+
+    def refused(self, state: tuple, text, ids: np.ndarray, vocab) -> list[int]:
+        """The tokens of ``ids`` (candidates, `candidates`) after which `step` returns None.
+
+        Tokens that differ only in blanks outside strings (``"}``, ``"},\n``, ``" }``
+        read outside a string...) get one verdict, simulated once: a blank there moves
+        offsets but changes no key, string, element or parsed value a check reads.
+
+        Example:
+            >>> from constrained import Grammar, TokenVocabulary
+            >>> checks = Grammar.from_json_schema({"type": "array", "items": {"type": "integer"},
+            ...                                    "uniqueItems": True}).checks
+            >>> vocab = TokenVocabulary.from_token_bytes([b"1,", b" 1,", b"1 ,", b"2,"])
+            >>> state = checks.step(checks.start(), b"", b"[1,")
+            >>> checks.refused(state, b"[1,", np.arange(4), vocab)
+            [0, 1, 2]
+        """
+        mode = state[1]
+        tb = vocab.token_bytes
+        verdicts: dict[bytes, bool] = {}
+        out = []
+        for t in ids.tolist():
+            data = tb[t]
+            cls = _verdict_class(mode, data)
+            ok = verdicts.get(cls)
+            if ok is None:
+                ok = verdicts[cls] = self.step(state, text, data) is not None
+            if not ok:
+                out.append(t)
         return out
 
     def _repeat_candidates(self, out, mask, vocab, key, mode, dup_ends, dup_keys, spellings,
@@ -689,27 +760,44 @@ class JsonValueChecks:
         hit = self._candidates.get(memo_key) if memo_key is not None else None
         if hit is None:
             prof = _profiles(vocab)
-            sel = np.zeros_like(prof.ends_string[mode])
-            if dup_ends:
-                sel |= prof.ends_string[mode]
-            if dup_keys:
-                sel |= prof.comma_keys[mode]
-            sel &= mask[: sel.size]
-            words = np.flatnonzero(sel)
-            extra: list[int] = []
-            if words.size:
-                bits = np.unpackbits(sel[words].view(np.uint8), bitorder="little").reshape(-1, 32)
-                row, col = np.nonzero(bits)
-                tb = vocab.token_bytes
-                begins = tuple(starts)
-                extra = [t for t in (words[row] * 32 + col).tolist()
-                         if b"\\" in tb[t] or any(sp in tb[t] for sp in spellings) or tb[t].startswith(begins)]
-            hit = np.array(extra, dtype=np.int64)
+            base_key = None if key is None else ("repeat-base", key, mode, dup_ends, dup_keys, vocab.content_hash())
+            base = self._repeat_bases.get(base_key) if base_key is not None else None
+            if base is None:
+                sel = np.zeros_like(prof.ends_string[mode])
+                if dup_ends:
+                    sel |= prof.ends_string[mode]
+                if dup_keys:
+                    sel |= prof.comma_keys[mode]
+                sel &= mask[: sel.size]
+                base = (sel, _ids(sel & prof.escapes))
+                if base_key is not None:
+                    if len(self._repeat_bases) > 4096:
+                        self._repeat_bases.clear()
+                    self._repeat_bases[base_key] = base
+            sel, escaped = base
+            found = [prof.segments[sp] for sp in spellings if sp in prof.segments]
+            found += [prof.leads[r] for r in starts if r in prof.leads]
+            if found:
+                ids = np.concatenate(found)
+                ids = ids[((sel[ids >> 5] >> (ids & 31)) & 1).astype(bool)]
+                hit = np.union1d(escaped, ids) if ids.size else escaped
+            else:
+                hit = escaped
             if memo_key is not None:
                 self._candidates[memo_key] = hit
         if not hit.size:
             return out
         return np.union1d(out, hit) if out.size else hit
+
+
+def _ids(sel: np.ndarray) -> np.ndarray:
+    """The ids of the bits set in the packed bitset ``sel``."""
+    words = np.flatnonzero(sel)
+    if words.size == 0:
+        return _NONE
+    bits = np.unpackbits(sel[words].view(np.uint8), bitorder="little").reshape(-1, 32)
+    row, col = np.nonzero(bits)
+    return (words[row] * 32 + col).astype(np.int64)
 
 
 _NONE = np.zeros(0, dtype=np.int64)
@@ -834,10 +922,40 @@ def _repeat_rests(state: tuple, frame: tuple, text) -> set[bytes] | None:
         return None
     out = set()
     for k in frame[5]:
-        body = json.dumps(k, ensure_ascii=False).encode("utf-8")[1:]
+        body = _spelling(k)[1:]
         if body.startswith(so_far):
             out.add(body[len(so_far):])
     return out
+
+
+@lru_cache(maxsize=1 << 16)
+def _verdict_class(mode: int, data: bytes) -> bytes:
+    """``data`` read from string mode ``mode`` without its blanks outside strings: tokens
+    with one class get one verdict from `JsonValueChecks.step` in any state."""
+    if not _HAS_BLANK.search(data):
+        return data
+    out = bytearray()
+    for c in data:
+        if mode == OUT:
+            if c in _WS:
+                continue
+            if c == 0x22:
+                mode = STR
+        elif mode == STR:
+            if c == 0x22:
+                mode = OUT
+            elif c == 0x5C:
+                mode = ESC
+        else:
+            mode = STR
+        out.append(c)
+    return bytes(out)
+
+
+@lru_cache(maxsize=4096)
+def _spelling(key: str) -> bytes:
+    """The canonical spelling of ``key`` as JSON text, quotes included (UTF-8)."""
+    return json.dumps(key, ensure_ascii=False).encode("utf-8")
 
 
 def _past(bound: int | None, count: int) -> bool:
