@@ -66,18 +66,10 @@ def cases(tmp_path_factory):
 @pytest.fixture(scope="module")
 def shortest(cases):
     """Tokens in each schema's shortest output, with the model's vocabulary."""
-    from transformers import AutoTokenizer
+    from constrained.bench.vllm_serving import shortest_output_tokens
 
-    from constrained import TokenVocabulary, compile_grammar
-    from constrained.integrations.spec import ConstraintSpec
-
-    vocab = TokenVocabulary.from_hf(AutoTokenizer.from_pretrained(_model_dir()))
-    out = []
-    for schema in cases[1]["schemas"]:
-        c = compile_grammar(ConstraintSpec.from_request({"json_schema": schema}).grammar(), vocab).matcher()
-        tokens = c.completion_tokens()
-        out.append(None if tokens is None else len(tokens))
-    return out
+    counts = shortest_output_tokens(dict(enumerate(cases[1]["schemas"])), _model_dir())
+    return [counts[k] for k in range(len(cases[1]["schemas"]))]
 
 
 def _check_outputs(outputs, schemas, shortest, budget):

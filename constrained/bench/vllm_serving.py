@@ -51,8 +51,10 @@ def _valid(schema: Any, text: str | None) -> bool:
     return _is_valid(schema, value)
 
 
-def _shortest_tokens(schemas: dict[str, Any], model_dir: str) -> dict[str, int | None]:
-    """Tokens in each schema's shortest output under this project's default options."""
+def shortest_output_tokens(schemas: dict[Any, Any], model_dir: str) -> dict[Any, int | None]:
+    """Tokens in each schema's shortest output under this project's default options, per
+    key of ``schemas`` (None: no output found, or the schema does not compile); the
+    vLLM tests use it to tell an output that ran out of budget from one that had room."""
     from transformers import AutoTokenizer
 
     from constrained import TokenVocabulary, compile_grammar
@@ -60,7 +62,7 @@ def _shortest_tokens(schemas: dict[str, Any], model_dir: str) -> dict[str, int |
     from constrained.integrations.spec import ConstraintSpec
 
     vocab = TokenVocabulary.from_hf(AutoTokenizer.from_pretrained(model_dir))
-    out: dict[str, int | None] = {}
+    out: dict[Any, int | None] = {}
     for sid, schema in schemas.items():
         try:
             c = compile_grammar(ConstraintSpec.from_request({"json_schema": schema}).grammar(), vocab).matcher()
@@ -181,7 +183,7 @@ def run_vllm(records: Sequence[dict], *, backends: Sequence[str], max_tokens: in
         r["valid"] = r["outcome"] == "finished" and _valid(schemas[r["id"]], r.get("text"))
     doubtful = {r["id"] for r in rows if r["backend"] in OURS and not r["valid"] and r.get("finish") == "length"}
     if doubtful:
-        need = _shortest_tokens({i: schemas[i] for i in doubtful}, model)
+        need = shortest_output_tokens({i: schemas[i] for i in doubtful}, model)
         for r in rows:
             if r["id"] in doubtful and r["backend"] in OURS:
                 shortest = need[r["id"]]
