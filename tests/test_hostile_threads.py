@@ -8,7 +8,8 @@ token, sometimes through a fork, sometimes rolling back.  Eight threads share fr
 compiled grammars, so every lazy memo (terminal automata, token tables, parser nodes,
 masks) is filled concurrently; what each thread sees must equal a sequential run on
 grammars compiled separately.  `GrammarCache` is hit by many threads with the same and
-with different specs, failing ones included.
+with different specs, failing ones included; concurrent misses of one spec compile it
+once (the others wait for it, at most their request's timeout).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import random
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -23,7 +25,7 @@ import numpy as np
 
 from constrained import Grammar, TokenVocabulary, compile_grammar
 from constrained.engine.batch import fill_masks
-from constrained.errors import ConstrainedError
+from constrained.errors import CompileTimeoutError, ConstrainedError
 from constrained.integrations.grammar_cache import GrammarCache
 from constrained.integrations.spec import ConstraintSpec
 
@@ -135,3 +137,92 @@ def _masks_along(compiled, seed: int, steps: int = 12) -> list[np.ndarray]:
             break
         assert m.advance(rng.choice(allowed))
     return masks
+
+
+class _CountingCache(GrammarCache):
+    """A `GrammarCache` whose compiles are counted and held until ``release`` is set."""
+
+    def __init__(self, *args, fail_first: bool = False, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.compiles = 0
+        self.started = threading.Event()
+        self.release = threading.Event()
+        self.fail_first = fail_first
+        self.calls = 0
+
+    def get(self, spec):
+        with self._lock:
+            self.calls += 1
+        return super().get(spec)
+
+    def wait_for_calls(self, n: int) -> None:
+        """Until ``n`` threads are inside `get` (and a moment more, for them to reach the wait)."""
+        deadline = time.monotonic() + 30
+        while self.calls < n and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.1)
+
+    def _compile(self, spec):
+        with self._lock:
+            self.compiles += 1
+            first = self.compiles == 1
+        self.started.set()
+        assert self.release.wait(30)
+        if first and self.fail_first:
+            raise RuntimeError("a compile that is no typed error")
+        return super()._compile(spec)
+
+
+def test_concurrent_misses_of_one_spec_compile_it_once() -> None:
+    cache = _CountingCache(BYTES, cache_dir=None)
+    spec = ConstraintSpec.from_request({"json_schema": _SCHEMAS[0]})
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        futures = [pool.submit(cache.get, spec) for _ in range(8)]
+        assert cache.started.wait(30)
+        cache.wait_for_calls(8)              # the old cache compiled here once per thread
+        cache.release.set()
+        got = [f.result(timeout=60) for f in futures]
+    assert cache.compiles == 1
+    assert all(cg is got[0] for cg in got)
+    assert cache.stats() == {"hits": 7, "misses": 1, "failures": 0, "size": 1}
+    assert not cache._in_flight
+
+
+def test_a_wait_for_another_thread_s_compile_is_bounded_by_the_request_s_timeout() -> None:
+    cache = _CountingCache(BYTES, cache_dir=None)
+    slow = ConstraintSpec.from_request({"regex": "a+b"})
+    impatient = ConstraintSpec.from_request({"regex": "a+b", "timeout": 0.05})
+    assert slow.key == impatient.key
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        first = pool.submit(cache.get, slow)
+        assert cache.started.wait(30)
+        try:
+            cache.get(impatient)
+        except CompileTimeoutError as e:
+            assert "another thread" in str(e) and e.value == 0.05
+        else:
+            raise AssertionError("the wait was not bounded")
+        finally:
+            cache.release.set()
+        cg = first.result(timeout=60)
+    assert cache.get(impatient) is cg and cache.compiles == 1
+
+
+def test_waiters_compile_themselves_when_the_first_compile_raises_untyped() -> None:
+    cache = _CountingCache(BYTES, cache_dir=None, fail_first=True)
+    spec = ConstraintSpec.from_request({"regex": "(ab)+"})
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        futures = [pool.submit(cache.get, spec) for _ in range(4)]
+        assert cache.started.wait(30)
+        cache.wait_for_calls(4)
+        cache.release.set()
+        outcomes = []
+        for f in futures:
+            try:
+                outcomes.append(f.result(timeout=60))
+            except RuntimeError:
+                outcomes.append("raised")
+    assert outcomes.count("raised") == 1
+    compiled = [o for o in outcomes if o != "raised"]
+    assert len({id(o) for o in compiled}) == 1 and compiled[0].accepts_bytes(b"abab")
+    assert cache.compiles == 2 and not cache._in_flight

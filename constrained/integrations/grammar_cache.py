@@ -5,7 +5,9 @@ format per application).  The cache keys a `CompiledGrammar` by `ConstraintSpec.
 (kind, source and options), keeps the most recently used ``size`` of them, and also
 remembers failures, so a schema that timed out or was refused fails the next request
 at once instead of stalling the engine again.  Thread-safe: vLLM compiles grammars
-on a thread pool.  With ``warm_up=True`` a background thread builds what every
+on a thread pool.  Requests that miss on a spec while it is being compiled wait for
+that compile (one in-flight event per key) instead of compiling it again, each at
+most its own ``timeout``.  With ``warm_up=True`` a background thread builds what every
 request over the vocabulary shares (`constrained.warm_up`: the trie and compiled
 walk, the value checks' token classes, the format automata) as the server starts;
 requests compiled meanwhile are correct, only not yet faster (the caches are
@@ -28,6 +30,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
+from constrained.errors import CompileTimeoutError
 from constrained.integrations.spec import ConstraintSpec
 
 __all__ = ["DEFAULT_CACHE_SIZE", "GrammarCache"]
@@ -47,6 +50,7 @@ class GrammarCache:
         self.size = size
         self._cache_dir = cache_dir
         self._entries: OrderedDict[str, Any] = OrderedDict()   # key -> CompiledGrammar or the exception
+        self._in_flight: dict[str, threading.Event] = {}        # key -> set once its compile is over
         self._lock = threading.Lock()
         self._hits = self._misses = self._failures = 0
         self.warmed: threading.Event = threading.Event()     # set once the warm-up is over (or not asked)
@@ -65,14 +69,40 @@ class GrammarCache:
 
     def get(self, spec: ConstraintSpec):
         """The compiled grammar, or the spec's compile error raised again (a typed
-        `ConstrainedError`: bad schema, compile limit or timeout)."""
+        `ConstrainedError`: bad schema, compile limit or timeout).
+
+        A spec being compiled by another thread is waited for, not compiled again (a hit
+        once it is there); a wait longer than ``spec.timeout`` raises
+        `CompileTimeoutError`.  Should that compile end without an entry (an exception
+        that is no `ConstrainedError`, or the entry already dropped), a waiter compiles
+        it itself."""
         key = spec.key
-        with self._lock:
-            hit = self._entries.get(key)
-            if hit is not None:
-                self._entries.move_to_end(key)
-                self._hits += 1
-        if hit is None:
+        while True:
+            with self._lock:
+                hit = self._entries.get(key)
+                if hit is not None:
+                    self._entries.move_to_end(key)
+                    self._hits += 1
+                    break
+                pending = self._in_flight.get(key)
+                mine = pending is None
+                if mine:
+                    pending = self._in_flight[key] = threading.Event()
+            if mine:
+                hit = self._compile_entry(key, spec, pending)
+                break
+            if not pending.wait(spec.timeout):
+                raise CompileTimeoutError(f"waiting for the same spec's compile in another thread took longer "
+                                          f"than {spec.timeout} s", limit="compile_timeout",
+                                          value=spec.timeout or 0.0)
+        if isinstance(hit, BaseException):
+            raise hit
+        return hit
+
+    def _compile_entry(self, key: str, spec: ConstraintSpec, pending: threading.Event):
+        """Compile ``spec`` as the one thread in flight for ``key``, store the outcome, and
+        wake the threads waiting for it (also when the compile raised)."""
+        try:
             hit = self._compile(spec)
             with self._lock:
                 self._misses += 1
@@ -80,9 +110,11 @@ class GrammarCache:
                 self._entries.move_to_end(key)
                 while len(self._entries) > self.size:
                     self._entries.popitem(last=False)
-        if isinstance(hit, BaseException):
-            raise hit
-        return hit
+            return hit
+        finally:
+            with self._lock:
+                del self._in_flight[key]
+            pending.set()
 
     def _compile(self, spec: ConstraintSpec):
         from constrained.engine.compiled import compile_grammar
