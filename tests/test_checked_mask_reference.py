@@ -10,6 +10,7 @@ vocabularies mix keys, repeated keys, escapes, blanks and brackets in one token.
 
 from __future__ import annotations
 
+import json
 import random
 
 import numpy as np
@@ -119,3 +120,28 @@ def test_tokens_that_differ_by_a_blank_inside_a_key_get_their_own_verdicts() -> 
     tb = vocab.token_bytes
     assert bits[tb.index(b'a"')] and not bits[tb.index(b' a"')] and not bits[tb.index(b'a "')]
     assert [int(t) for t in bits.nonzero()[0]] == _reference(m, len(tb), set(vocab.eos_ids))
+
+
+@pytest.mark.parametrize("schema", [
+    # draft 07: the $ref replaces its siblings, "required" among them
+    {"$schema": "http://json-schema.org/draft-07/schema#", "definitions": {"d": {"type": "object"}},
+     "$ref": "#/definitions/d", "required": ["a"]},
+    # draft 03: "required" is a property's flag; a list there means nothing
+    {"$schema": "http://json-schema.org/draft-03/schema#", "type": "object", "required": ["a"],
+     "properties": {"b": {"type": "integer", "required": True}}},
+    {"type": "object", "allOf": [{"required": ["a"]}, {"required": ["b"]}], "properties": {"a": {}, "b": {}}},
+    {"type": "object", "properties": {"o": {"type": "object", "required": ["x", "y"]}}, "required": ["o"]},
+])
+def test_objects_closed_without_a_required_key_agree_with_jsonschema(schema) -> None:
+    """The close of an object missing a required key is refused from the keys read;
+    where ``required`` means nothing (draft 03's list, a sibling of a draft-07 ``$ref``)
+    it is not."""
+    from constrained.json_schema.dialect import dialect_of
+
+    vocab = TokenVocabulary.from_token_bytes(ASCII + [b""], eos_ids=[len(ASCII)])
+    cg = compile_grammar(Grammar.from_json_schema(schema, property_order="any"), vocab, cache_dir=None)
+    validator = dialect_of(schema).validator_class(schema)
+    for text in ('{}', '{"a":1}', '{"b":2}', '{"a":1,"b":2}', '{"b":1,"a":2}', '{"o":{}}', '{"o":{"x":1}}',
+                 '{"o":{"y":1,"x":2}}', '{"a":1,"b":2,"o":{"x":1,"y":2}}'):
+        expected = validator.is_valid(json.loads(text))
+        assert cg.accepts_bytes(text.encode()) == expected, (schema, text)

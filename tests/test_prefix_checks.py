@@ -245,23 +245,49 @@ def test_checked_searches_are_remembered_per_recognizer_and_checks_content() -> 
     assert again == first and len(memo) == 1
 
 
-def test_a_long_refused_completion_is_not_searched_from() -> None:
+def test_an_array_short_of_min_items_is_finished_by_repeating_its_last_element() -> None:
     """An array that needs 600 objects (dev schema 911): the grammar's completion holds
     255 (its counted bound) and minItems refuses it; every search step would read ~9 KB,
-    so the search is not started, and strict says which keyword it gave up on."""
-    from constrained.engine.completion import MAX_SEARCHED_COMPLETION
+    so no byte-wise search starts from it, but the last element repeated (`pad`) passes:
+    the completion has exactly 600 elements and validates."""
+    from constrained.engine.completion import MAX_SEARCHED_COMPLETION, shortest_completion
 
     schema = {"type": "array", "minItems": 600,
               "items": {"type": "object", "properties": {"name": {"type": "string"}, "resource_uri": {"type": "string"}},
                         "required": ["name", "resource_uri"]}}
     m = compile_grammar(compile_json_schema(schema, whitespace="compact").grammar, ASCII,
                         cache_dir=None).matcher()
-    with pytest.raises(CompletionSearchError) as err:
-        m.shortest_completion(strict=True)
-    assert err.value.keyword == "minItems"
-    from constrained.engine.completion import shortest_completion
-
     assert len(shortest_completion(m._rec, m._history[-1])) > MAX_SEARCHED_COMPLETION
+    assert m.advance_many(ASCII.encode('[{"name":"x","resource_uri":"y"},')) == 33
+    done = m.shortest_completion(strict=True)
+    value = json.loads(m.text + done)
+    assert len(value) == 600 and jsonschema.Draft202012Validator(schema).is_valid(value)
+    assert value[0] == {"name": "x", "resource_uri": "y"}          # the text written stays
+    # nested: the array inside an object, more after it, a counted bound of its own
+    nested = {"type": "object", "properties": {"xs": {"type": "array", "items": {"type": "integer"},
+                                                      "minItems": 300, "maxItems": 400},
+                                               "z": {"type": "string"}}, "required": ["xs", "z"]}
+    m = compile_grammar(compile_json_schema(nested, whitespace="compact").grammar, ASCII, cache_dir=None).matcher()
+    assert m.advance_many(ASCII.encode('{"xs":[7')) == 8
+    value = json.loads(m.text + m.shortest_completion(strict=True))
+    assert len(value["xs"]) == 300 and jsonschema.Draft202012Validator(nested).is_valid(value)
+
+
+def test_a_repeat_that_a_check_refuses_is_not_padded() -> None:
+    """Copies of the last element under uniqueItems fail: `pad` gives None and the search
+    (here: short elements, byte by byte) finds distinct ones, or names the keyword."""
+    schema = {"type": "array", "items": {"type": "integer"}, "minItems": 300, "uniqueItems": True}
+    m = compile_grammar(compile_json_schema(schema, whitespace="compact").grammar, ASCII, cache_dir=None).matcher()
+    assert m.advance_many(ASCII.encode("[5")) == 2
+    checks, state = m._checks, m._cstates[-1]
+    f = checks.failure(state, m.text, b"]")
+    assert f.keyword == "minItems" and checks.pad(state, m.text, b"]", f) is None
+    try:
+        done = m.shortest_completion(strict=True)
+    except CompletionSearchError as err:     # the grammar's completion repeats 0: uniqueItems refuses it
+        assert err.keyword in ("minItems", "uniqueItems")
+    else:
+        assert done is None or jsonschema.Draft202012Validator(schema).is_valid(json.loads(m.text + done))
 
 
 def test_a_repeated_key_is_refused_at_its_closing_quote_by_mask_and_allows_alike() -> None:

@@ -30,7 +30,9 @@ grammar's ``checks``:
 * optionally ``failure(state, text, data)``: where ``data`` first fails a check (an
   object with ``keyword``, ``pointer``, ``offset``, ``value_start``), so the search
   rewrites that value only; ``blank_is_insignificant(state)``: whether a blank there
-  is whitespace between tokens, which the search then skips.
+  is whitespace between tokens, which the search then skips; ``pad(state, text, data,
+  failure)``: ``data`` with the array a ``minItems`` failure names grown by copies of
+  its last element (hundreds of elements: past a byte-wise search's budget).
 
 Example:
     >>> from constrained import Grammar, TokenVocabulary, compile_grammar

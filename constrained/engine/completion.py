@@ -395,6 +395,9 @@ def checked_completion(rec, sid: int, checks, cstate, text: bytes, *, witnesses:
         share = max_expansions // (len(_ROUNDS) - 1)
         # each expansion reads a completion of about this length: past the cap no search
         rounds = _ROUNDS if len(first) <= MAX_SEARCHED_COMPLETION else ()
+        found = _padded(rec, sid, checks, cstate, text, first)
+        if found is not None:
+            rounds = ()
         for i, (merge, weight, witnessed) in enumerate(rounds):
             stats: dict = {}
             found = _a_star(rec, tables, sid, checks, cstate, text, len(first), share,
@@ -416,6 +419,21 @@ def checked_completion(rec, sid: int, checks, cstate, text: bytes, *, witnesses:
         raise CompletionSearchError(keyword=None if f is None else f.keyword,
                                     pointer="" if f is None else f.pointer, expansions=max_expansions)
     return found
+
+
+def _padded(rec, sid: int, checks, cstate, text: bytes, first: bytes) -> bytes | None:
+    """The grammar's completion ``first`` with the array a check refuses for too few
+    elements grown by copies of its last one (``checks.pad``), where that passes every
+    check and the grammar: ``minItems`` above what the grammar counts asks for hundreds
+    of elements, past any byte-wise search's budget.  None otherwise."""
+    pad, failure_of = getattr(checks, "pad", None), getattr(checks, "failure", None)
+    if pad is None or failure_of is None:
+        return None
+    f = failure_of(cstate, text, first)
+    padded = pad(cstate, text, first, f) if f is not None else None
+    if padded is None or failure_of(cstate, text, padded) is not None or not rec.accepting(rec.feed(sid, padded)):
+        return None
+    return padded
 
 
 _ROUNDS = (("length", 1, True), (None, 1, False), ("length", 1, False), ("length", GREEDY_WEIGHT, False),
@@ -441,6 +459,7 @@ def _repair(rec, tables: _CompletionTables, sid: int, checks, cstate, text: byte
     failure_of = getattr(checks, "failure", None)
     if failure_of is None:
         return None
+    pad = getattr(checks, "pad", None)
     done = b""
     s, cs = sid, cstate
     for _ in range(MAX_REPAIRS):
@@ -451,6 +470,13 @@ def _repair(rec, tables: _CompletionTables, sid: int, checks, cstate, text: byte
         f = failure_of(cs, whole, c)
         if f is None:
             return done + c
+        padded = pad(cs, whole, c, f) if pad is not None else None
+        if padded is not None:               # too few elements: the last one repeated
+            f2 = failure_of(cs, whole, padded)
+            if f2 is None and rec.accepting(rec.feed(s, padded)):
+                return done + padded
+            if f2 is not None and f2.offset > f.value_end - len(c) + len(padded):
+                c, f = padded, f2            # the array passes now; something after it fails
         at = max(f.offset, len(whole))       # text already produced stays as it is
         k = at - len(whole)
         s0, cs0 = s, cs

@@ -90,7 +90,8 @@ _HAS_BLANK = re.compile(rb"[ \t\n\r]")
 class CheckCursor:
     """The sub-schemas that must hold at one place of the instance, and their checks."""
 
-    __slots__ = ("_bounds", "_doomed", "_items", "_names", "_props", "_tuple", "conj", "plan", "validate")
+    __slots__ = ("_bounds", "_doomed", "_items", "_names", "_props", "_required", "_tuple", "conj", "plan",
+                 "validate")
 
     def __init__(self, plan: JsonValueChecks, conj: Conjunction, validate: tuple[Located, ...]) -> None:
         self.plan = plan
@@ -105,6 +106,7 @@ class CheckCursor:
         self._tuple = tuple_length(conj)
         self._bounds: dict[str, int | None] = {}
         self._doomed: dict[str, bool] = {}
+        self._required: frozenset[str] | None = None
 
     def prop(self, key: str) -> CheckCursor | None:
         if self._names is not None and key not in self._names:
@@ -134,6 +136,23 @@ class CheckCursor:
                         and v >= 0 and float(v).is_integer()]
                 hit = (max(nums) if keyword.startswith("min") else min(nums)) if nums else None
             self._bounds[keyword] = hit
+        return hit
+
+    def required(self) -> frozenset[str]:
+        """The keys an object here must have: every part's ``required`` list (all parts
+        hold at once; none under draft 03, whose ``required`` is a property's flag, nor
+        beside a ``$ref`` that replaces its siblings).  An object closing without one of
+        them is refused from the keys read, without validating it."""
+        hit = self._required
+        if hit is None:
+            dialect = self.plan.dialect
+            names: set[str] = set()
+            if dialect.evaluates("required") and not dialect.required_in_property:
+                for p in self.conj:
+                    need = p.get("required")
+                    if isinstance(need, list) and not (dialect.refs_replace_siblings and p.has("$ref")):
+                        names.update(k for k in need if isinstance(k, str))
+            hit = self._required = frozenset(names)
         return hit
 
     def key_doomed(self, key: str) -> bool:
@@ -169,8 +188,8 @@ class CheckCursor:
         where the grammar did not already exclude the key): ``propertyNames`` beyond a
         string's pattern/length/format, ``false`` under ``patternProperties``, or
         ``additionalProperties: false`` in more than one part (``allOf`` branches)."""
-        hit = self._bounds.get("keys", False)
-        if hit is False:
+        hit = self._bounds.get("keys", _UNSET)
+        if hit is _UNSET:                 # (a cached False is a verdict, not a miss)
             closed = sum(1 for p in self.conj if p.get("additionalProperties") is False)
             hit = closed > 1 or any(
                 (p.has("propertyNames") and not (isinstance(p.get("propertyNames"), dict) and set(
@@ -186,6 +205,9 @@ class CheckCursor:
         if i not in self._items:
             self._items[i] = self.plan.cursor(item_items(self.conj, i, self.plan.index))
         return self._items[i]
+
+
+_UNSET: Any = object()
 
 
 class _Undecided(Exception):
@@ -465,10 +487,13 @@ class JsonValueChecks:
                                     else (ARR, base + i, cur, VALUE, 0, ())),)
             elif c == 0x7D or c == 0x5D:                                    # } ]
                 if frames:
-                    kind, fstart, cur, _, _, _ = frames[-1]
+                    kind, fstart, cur, _, _, keys = frames[-1]
                     frames = frames[:-1]
-                    if cur is not None and not self.value_ok(cur, _slice(text, data, fstart, base + i + 1)):
-                        return None
+                    if cur is not None:
+                        if kind == OBJ and c == 0x7D and not cur.required().issubset(keys):
+                            return None                      # a required key is missing
+                        if not self.value_ok(cur, _slice(text, data, fstart, base + i + 1)):
+                            return None
             elif c == 0x3A:                                                 # :
                 if frames and frames[-1][0] == OBJ:
                     kind, fstart, cur, _, key, keys = frames[-1]
@@ -567,6 +592,77 @@ class JsonValueChecks:
                 cs = after
             return None                                    # pragma: no cover - a chunk fails, its bytes pass
         return None                                        # pragma: no cover - step refused, no byte does
+
+    def pad(self, state: tuple, text: bytes, data: bytes, failure: CheckFailure) -> bytes | None:
+        """``data`` (a completion of ``text``, read in ``state``) with the array that
+        ``failure`` refuses for ``minItems`` grown to pass: its last element, as written,
+        repeated after it (1, 2, 4, ... copies, up to 4096 elements), the fewest copies
+        after which no check refuses that array any longer; None where the array has no
+        element to repeat, closes inside ``text``, or no count passes (a repeat refused:
+        ``uniqueItems``, ``maxContains``...).  The completion search (`_repair`) uses it
+        where writing hundreds of elements byte by byte is past its budget.
+
+        Example:
+            >>> from constrained import Grammar
+            >>> checks = Grammar.from_json_schema({"type": "array", "items": {"type": "integer"},
+            ...                                    "minItems": 300}).checks
+            >>> state = checks.step(checks.start(), b"", b"[1")
+            >>> f = checks.failure(state, b"[1", b"]")
+            >>> out = checks.pad(state, b"[1", b"]", f)
+            >>> out.count(b","), out[-3:]
+            (299, b',1]')
+        """
+        if failure.keyword != "minItems":
+            return None
+        text, data = bytes(text), bytes(data)
+        whole = text + data
+        close = failure.value_end - 1
+        if close < len(text) or close >= len(whole) or whole[close] != 0x5D:
+            return None
+        i, last = failure.value_start + 1, None                 # the spans of the array's elements
+        while True:
+            i = _skip_blanks(whole, i)
+            if i >= close:
+                break
+            end = _skip_value(whole, i)
+            if end <= i:
+                return None
+            last = (i, end)
+            i = _skip_blanks(whole, end)
+            if i < close and whole[i] == 0x2C:
+                i += 1
+        if last is None:
+            return None
+        elem = b"," + whole[last[0]:last[1]]
+        k = close - len(text)
+
+        def short(n: int) -> bool | None:
+            """Whether ``n`` copies leave the array short (None: a check refuses it otherwise)."""
+            f = self.failure(state, text, data[:k] + elem * n + data[k:])
+            if f is None or f.offset > failure.value_end + n * len(elem):
+                return False                     # the array passes (something after it may not)
+            if f.keyword == "minItems" and f.value_start == failure.value_start:
+                return True
+            return None
+
+        n = 1
+        while (verdict := short(n)) is True:
+            n *= 2
+            if n > 4096:
+                return None
+        if verdict is None:
+            return None
+        lo, hi = n // 2 + 1, n                 # the fewest copies: short at n // 2, not at n
+        while lo < hi:
+            mid = (lo + hi) // 2
+            verdict = short(mid)
+            if verdict is None:
+                return None
+            if verdict:
+                lo = mid + 1
+            else:
+                hi = mid
+        return data[:k] + elem * hi + data[k:]
 
     def _refusal(self, cs: tuple, whole: bytes, at: int) -> CheckFailure:
         """The failure of byte ``whole[at]`` read in state ``cs``: a container's close (its
