@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from constrained.constraint import Constraint, Sample, SupportsCompletion, SupportsForcedTokens
+from constrained.decoding.budget import FinishPlan
 from constrained.masks import apply_token_mask, set_token_bits
 
 __all__ = ["EndIds", "SequenceStep", "mask_bit", "only_eos", "restrict_to", "step_mask", "token_logprob"]
@@ -195,8 +196,6 @@ class SequenceStep:
 
     def __init__(self, constraint: Constraint, eos_ids: Iterable[int], max_tokens: int, *,
                  jump_forward: bool = False, finish_within_budget: bool = False) -> None:
-        from constrained.decoding.budget import FinishPlan
-
         self.constraint = constraint
         self.eos = sorted({int(t) for t in eos_ids})
         self.max_tokens = max_tokens
