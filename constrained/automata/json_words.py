@@ -17,8 +17,8 @@ for a dozen keys, most of a fresh schema's compile).  Built here directly:
   into that automaton (the string can no longer be a word), and the closing
   quote is refused exactly where a whole word was read.
 
-The result is minimised and numbered canonically like every `ByteDFA`, so it equals
-(same table, same digest) the automaton the regex route builds for the same language.
+The result is trimmed but not minimised (`marker_dfa` says why); minimised, it equals
+the automaton the regex route builds for the same language (the tests check that).
 
 The automata travel inside grammars as *marker regexes* (`json_words_regex`,
 `json_string_except_regex`), which `compile_regex` recognises, as it does the
@@ -89,11 +89,12 @@ def _encode(words: Sequence[str]) -> str:
     return base64.b64encode(text.encode("ascii")).decode("ascii")
 
 
-def spellings(code_point: int) -> list[ByteSets]:
+@functools.lru_cache(maxsize=4096)
+def spellings(code_point: int) -> tuple[ByteSets, ...]:
     """Every JSON spelling of one character, each as a sequence of byte sets (a hex
     letter is the set of its two cases)."""
     if 0xD800 <= code_point <= 0xDFFF:
-        return []                                   # a lone surrogate is no character
+        return ()                                   # a lone surrogate is no character
     out: list[ByteSets] = []
     if code_point >= 0x20 and code_point not in (0x22, 0x5C):
         out.append(tuple(frozenset((b,)) for b in chr(code_point).encode("utf-8")))
@@ -105,7 +106,7 @@ def spellings(code_point: int) -> list[ByteSets]:
     else:
         high, low = divmod(code_point - 0x10000, 0x400)
         out.append((backslash,) + _u_escape(0xD800 + high) + (backslash,) + _u_escape(0xDC00 + low))
-    return out
+    return tuple(out)
 
 
 def _u_escape(unit: int) -> ByteSets:
@@ -130,7 +131,9 @@ def words_automaton(words: Sequence[str], *, excluding: bool,
     from constrained.automata.byte_dfa import START
 
     s_table, s_accepting, body = _string_automaton()
-    n_string = s_table.shape[0]
+    # new states are numbered after the string automaton's (the words fall off into them)
+    # or, for the words alone, after the dead state and the start
+    n_string = s_table.shape[0] if excluding else 2
     edges: list[dict[int, int]] = []     # per new state: byte -> target (the DAG's own bytes)
     string_state: list[int] = []         # per new state: the string automaton's state there
 
@@ -209,8 +212,15 @@ def words_automaton(words: Sequence[str], *, excluding: bool,
 
 
 def marker_dfa(regex: str, *, max_states: int, terminal: str | None = None):
-    """The minimal `ByteDFA` of a marker regex (`json_words_regex`, `json_string_except_regex`)."""
-    from constrained.automata.byte_dfa import _finished, _minimize, _trim
+    """The trimmed `ByteDFA` of a marker regex (`json_words_regex`, `json_string_except_regex`).
+
+    Not minimised: states of the words that end alike (``created_at``, ``updated_at``)
+    stay apart.  Nothing needs the minimum here: the automaton is trimmed (what makes
+    masks exact), the same words always give the same table (so the same digest, and
+    shared token tables), the states past the words are the string automaton's own
+    (whose tables every grammar shares), and products with it are minimised as usual.
+    Minimising was two thirds of building it."""
+    from constrained.automata.byte_dfa import _finished, _trim
 
     excluding, words = parse_marker(regex)
     try:
@@ -219,4 +229,4 @@ def marker_dfa(regex: str, *, max_states: int, terminal: str | None = None):
         raise CompileLimitError(e.reason, limit=e.limit, value=e.value, terminal=terminal) from None
     if not trimmed:
         table = _trim(table, accepting)
-    return _finished(regex, *_minimize(table, accepting))
+    return _finished(regex, np.ascontiguousarray(table, dtype=np.int32), accepting)

@@ -145,15 +145,19 @@ class TokenTables:
             shown = dfa.regex if len(dfa.regex) <= 80 else dfa.regex[:80] + "..."
             raise timeout_error(what=f"the token table of state {state} of /{shown}/")
         if table is None and np.count_nonzero(dfa.transitions[state]) < SHARE_MIN_LIVE_BYTES:
-            table = per[state] = self._compute(dfa, state)   # cheap: few tokens to scan
+            table = per[state] = self._scan_table(dfa, state)   # cheap: few tokens to scan
+        if table is None:
+            ref = reference_state(dfa, state)
+            if ref is not None:     # a body state's table and a short scan: cheaper than the residual's digest
+                table = per[state] = derive_table(self, dfa, state, ref)
         if table is None:
             key = residual_digest(dfa, state, max_states=SHARE_MAX_RESIDUAL, max_depth=SHARE_MAX_DEPTH)
             if key is None:            # a long residual (a counted string): its own table
-                table = per[state] = self._compute(dfa, state)
+                table = per[state] = self._scan_table(dfa, state)
                 return table
             table = self._by_residual.get(key)
             if table is None:
-                table = self._by_residual[key] = self._compute(dfa, state)
+                table = self._by_residual[key] = self._scan_table(dfa, state)
             per[state] = table
         return table
 
