@@ -79,7 +79,7 @@ class CheckedMatcher(Matcher):
         m = super().mask()
         state = self._cstates[-1]
         out = None
-        if _takes_text(self._checks):
+        if _TAKES_TEXT.get(type(self._checks)) or _takes_text(self._checks):
             cands = self._checks.candidates(state, m, self._compiled.vocab, self.state_id, text=self._text)
         else:                                  # checks of the older protocol (no ``text``)
             cands = self._checks.candidates(state, m, self._compiled.vocab, self.state_id)
@@ -173,10 +173,17 @@ class CheckedMatcher(Matcher):
 _WITNESSES: dict[str, tuple[bytes, ...]] = {}
 
 
+_TAKES_TEXT: dict[type, bool] = {}
+
+
 def _takes_text(checks) -> bool:
-    """Whether ``checks.candidates`` takes the ``text`` keyword (the bytes so far)."""
+    """Whether ``checks.candidates`` takes the ``text`` keyword (the bytes so far);
+    remembered per class in ``_TAKES_TEXT``."""
     import inspect
 
+    hit = _TAKES_TEXT.get(type(checks))
+    if hit is not None:
+        return hit
     fn = type(checks).candidates
     hit = getattr(fn, "_takes_text", None)
     if hit is None:
@@ -188,6 +195,7 @@ def _takes_text(checks) -> bool:
             fn._takes_text = hit
         except AttributeError:            # pragma: no cover
             pass
+    _TAKES_TEXT[type(checks)] = hit
     return hit
 
 
