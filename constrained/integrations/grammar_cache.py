@@ -84,10 +84,11 @@ class GrammarCache:
                     self._entries.move_to_end(key)
                     self._hits += 1
                     break
-                pending = self._in_flight.get(key)
-                mine = pending is None
+                waiting_for = self._in_flight.get(key)
+                pending = waiting_for or threading.Event()
+                mine = waiting_for is None
                 if mine:
-                    pending = self._in_flight[key] = threading.Event()
+                    self._in_flight[key] = pending
             if mine:
                 hit = self._compile_entry(key, spec, pending)
                 break
