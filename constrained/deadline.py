@@ -39,7 +39,7 @@ from contextvars import ContextVar
 from constrained.errors import CompileTimeoutError, InvalidTimeoutError
 
 __all__ = ["DEFAULT_COMPILE_TIMEOUT", "check_deadline", "compile_deadline", "interrupt_at_deadline",
-           "remaining", "timeout_error"]
+           "passed", "remaining", "timeout_error"]
 
 DEFAULT_COMPILE_TIMEOUT = 30.0        # seconds; a server can pass less
 
@@ -72,15 +72,22 @@ def remaining() -> float | None:
     return None if active is None else max(0.0, active[0] - time.monotonic())
 
 
+def passed() -> bool:
+    """Whether a deadline is open and has passed (for loops that say what they were doing
+    only when they raise: ``if passed(): raise timeout_error(what=...)``)."""
+    active = _active.get()
+    return active is not None and time.monotonic() > active[0]
+
+
 def check_deadline(*, keyword: str | None = None, pointer: str | None = None, terminal: str | None = None,
-                   rule: str | None = None, line: int | None = None) -> None:
+                   rule: str | None = None, line: int | None = None, what: str | None = None) -> None:
     """Raise `CompileTimeoutError` if the innermost deadline has passed.
 
     ``keyword``/``pointer`` (a JSON Schema's), ``terminal``, or ``rule``/``line`` (a
-    grammar's) say what was being compiled."""
+    grammar's) say what was being compiled; ``what`` says more in the message."""
     active = _active.get()
     if active is not None and time.monotonic() > active[0]:
-        raise timeout_error(keyword=keyword, pointer=pointer, terminal=terminal, rule=rule, line=line)
+        raise timeout_error(keyword=keyword, pointer=pointer, terminal=terminal, rule=rule, line=line, what=what)
 
 
 def timeout_error(*, keyword: str | None = None, pointer: str | None = None, terminal: str | None = None,

@@ -18,6 +18,19 @@ a: "a"* | b a
 b: | "b" b
 """
 
+# a chain ``r_i: r_{i+1} "x"?`` longer than MAX_COMPLETION_DEPTH: after "end" (and each "x")
+# every r_i completes into one origin, nested (memoised, then in place past the depth)
+CHAIN_GRAMMAR = "start: r0\n" + "".join(f'r{i}: r{i + 1} "x"?\n' for i in range(90)) + 'r90: "end"\n'
+# unit and nullable cycles: completing one nonterminal into an origin completes it again
+CYCLE_GRAMMAR = """
+start: a ("," a)*
+a: b "x"? | "y" | c
+b: a | c "z"? | "w"
+c: b | a e
+e: | "e"
+"""
+SOURCES = ["json.lark", "arithmetic.lark", NULLABLE_GRAMMAR, CHAIN_GRAMMAR, CYCLE_GRAMMAR]
+
 
 def _parser(source: str) -> EarleyParser:
     """The parser of a shipped grammar file (``*.lark``) or of grammar text."""
@@ -77,7 +90,7 @@ def _textbook_closure(p: EarleyParser, node_id: int) -> tuple[set, set, bool]:
     return expect, waiting, accepting
 
 
-@pytest.mark.parametrize("source", ["json.lark", "arithmetic.lark", NULLABLE_GRAMMAR])
+@pytest.mark.parametrize("source", SOURCES, ids=["json", "arithmetic", "nullable", "chain", "cycles"])
 def test_memoised_closures_equal_the_textbook_closure(source):
     p = _parser(source)
     rng = random.Random(7)
@@ -96,9 +109,11 @@ def test_memoised_closures_equal_the_textbook_closure(source):
             frontier.append(m)
             if rng.random() < 0.2:
                 frontier.append(p.abstract(m, 2))
-    assert len(visited) > 20
+    assert len(visited) > 5
     for n in visited:
         node = p.node(n)
+        for items in (*node.expect.values(), *node.waiting.values()):
+            assert len(set(items)) == len(items), n          # each item once (parts overlap)
         expect, waiting, accepting = _textbook_closure(p, n)
         got_e = {(x, p.unpack(i)) for x, items in node.expect.items() for i in items}
         got_w = {(x, p.unpack(i)) for x, items in node.waiting.items() for i in items}

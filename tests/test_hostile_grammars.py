@@ -28,6 +28,7 @@ from test_hostile_corpus import BYTES, failure_report, run_cases
 from constrained import Grammar, compile_grammar
 from constrained.automata.byte_dfa import compile_regex
 from constrained.deadline import compile_deadline, interrupt_at_deadline
+from constrained.engine.earley import ParserTables
 from constrained.engine.token_tables import TokenTables
 from constrained.errors import CompileTimeoutError, GrammarSyntaxError, InvalidTimeoutError
 
@@ -257,3 +258,91 @@ def test_a_timeout_that_is_no_number_of_seconds_is_a_typed_value_error(load, tim
     with pytest.raises(InvalidTimeoutError) as caught:
         load(timeout)
     assert isinstance(caught.value, ValueError) and "timeout must be None or a number" in str(caught.value)
+
+
+# ---------------------------------------------------------------------- grammar analysis and first masks
+
+
+def _grammar_analysis_past_its_deadline_names_a_rule() -> str:
+    """`compile_grammar` bounds numbering the rules (`ParserTables.from_grammar`)."""
+    g = Grammar.from_gbnf(hs._counted_rules(20, "gbnf"), timeout=None)
+    e = _timeout_of(lambda: compile_grammar(g, BYTES, cache_dir=None, timeout=0.0))
+    assert e.value == 0.0 and (e.rule in {str(r.lhs) for r in g.rules} or "rules" in str(e)), e
+    with compile_deadline(0.0):
+        time.sleep(0.001)
+        e = _timeout_of(lambda: ParserTables.from_grammar(g))
+    assert e.rule == str(g.rules[0].lhs), e
+    return f"{len(g.rules)} rules: {e}"
+
+
+def test_grammar_analysis_honours_the_compile_timeout() -> None:
+    _in_child(_grammar_analysis_past_its_deadline_names_a_rule)
+
+
+_MASK_SCHEMA = {"type": "object", "properties": {
+    "name": {"type": "string", "pattern": "^[a-z]+$"}, "n": {"enum": list(range(0, 300, 7))},
+    "tags": {"type": "array", "items": {"enum": ["alpha", "beta", "gamma"]}}}, "required": ["name"]}
+
+
+def _masks_along(cg, seed: int, steps: int = 30) -> list[bytes]:
+    import random
+
+    rng = random.Random(seed)
+    m = cg.matcher()
+    out = []
+    for _ in range(steps):
+        mask = m.mask()
+        out.append(mask.tobytes())
+        allowed = [t for t in np.flatnonzero(np.unpackbits(mask.view(np.uint8), bitorder="little")[:len(BYTES)])
+                   if t not in BYTES.eos_ids]
+        if not allowed:
+            break
+        assert m.advance(int(rng.choice(allowed)))
+    return out
+
+
+def _first_mask_and_step_past_their_deadline_keep_nothing() -> str:
+    """A first mask or token step past the recognizer's deadline raises, names what it was
+    computing, memoises nothing of it, and a retry under a longer limit is exact."""
+    g = Grammar.from_json_schema(_MASK_SCHEMA)
+    cg = compile_grammar(g, BYTES, cache_dir=None)
+    rec = cg.recognizer
+    rec.timeout = 0.0
+    e = _timeout_of(lambda: cg.matcher().mask())
+    assert e.value == 0.0 and ("mask" in str(e) or e.terminal or "token table" in str(e)), e
+    assert not rec._mask_memo and not rec._dense_masks
+    token = BYTES.token_bytes.index(b"{")
+    step = _timeout_of(lambda: cg.matcher().advance(token))
+    assert f"reading token {token}" in str(step) or step.terminal, step
+    assert not rec._token_memo
+    rec.timeout = 30.0
+    reference = compile_grammar(g, BYTES, cache_dir=None)
+    for seed in range(3):
+        assert _masks_along(cg, seed) == _masks_along(reference, seed)
+    return f"{e} / {step}"
+
+
+def test_a_first_mask_past_its_deadline_raises_and_a_retry_is_exact() -> None:
+    _in_child(_first_mask_and_step_past_their_deadline_keep_nothing)
+
+
+def _chain_after_endx_is_exact() -> str:
+    """``r_i: r_{i+1} "x"?`` after ``endx``: every r_i completes into the root (issue 23;
+    quadratic, then cubic in the parts unioned, before completions into one origin were
+    memoised)."""
+    g = Grammar.from_lark(hs._chain_rules(400, "lark"))
+    cg = compile_grammar(g, BYTES, cache_dir=None)
+    for text, ok in [(b"end", True), (b"endx", True), (b"end" + b"x" * 400, True),
+                     (b"end" + b"x" * 401, False), (b"endy", False)]:
+        assert cg.accepts_bytes(text) is ok, text
+    m = cg.matcher()
+    for b in b"endxx":
+        assert m.advance(BYTES.token_bytes.index(bytes([b])))
+    allowed = {BYTES.token_bytes[t] for t in np.flatnonzero(
+        np.unpackbits(m.mask().view(np.uint8), bitorder="little")[:len(BYTES)]) if t not in BYTES.eos_ids}
+    assert allowed == {b"x"} and m.is_accepting()
+    return f"{len(g.rules)} rules"
+
+
+def test_a_chain_of_optional_suffixes_is_read_exactly() -> None:
+    _in_child(_chain_after_endx_is_exact)

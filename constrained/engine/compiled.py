@@ -126,8 +126,10 @@ def compile_grammar(grammar: Grammar, vocab, *, cache_dir: str | Path | None = _
     from JSON Schemas, whose terminals are well-formed by construction and mostly
     never read by one response, and eager for written grammars, whose bad terminals
     (empty, too large) are then reported here.
-    ``timeout`` bounds this call and each later lazy build of a terminal (seconds, None:
-    no limit): past it `CompileTimeoutError` names the terminal, and nothing of it stays.
+    ``timeout`` bounds this call, each later lazy build of a terminal, and each first
+    computation of a state's mask or of a token step (seconds, None: no limit; the
+    recognizer's ``timeout``): past it `CompileTimeoutError` names the terminal, rule
+    or state, and nothing of it stays.
 
     Example:
         >>> from constrained import Grammar, TokenVocabulary, compile_grammar
@@ -141,8 +143,9 @@ def compile_grammar(grammar: Grammar, vocab, *, cache_dir: str | Path | None = _
         raise GrammarError(f"compile_grammar needs a Grammar, got {type(grammar).__name__}")
     if lazy_terminals is None:
         lazy_terminals = grammar.source == JSON_SCHEMA_SOURCE
-    tables = ParserTables.from_grammar(grammar)
-    parser = EarleyParser(tables)
+    with compile_deadline(timeout):          # grammar analysis and the root's parser set
+        tables = ParserTables.from_grammar(grammar)
+        parser = EarleyParser(tables)
     used = {s for rhs in tables.rule_rhs for s in rhs if s < tables.num_terminals}
     term_of = {t.name: t for t in grammar.terminals}
     names = list(tables.terminal_names) + list(grammar.ignore)
@@ -166,7 +169,7 @@ def compile_grammar(grammar: Grammar, vocab, *, cache_dir: str | Path | None = _
             dfas.build_all()
     eos = np.asarray(sorted(vocab.eos_ids), dtype=np.int64)
     recognizer = Recognizer(parser, dfas, tables.num_terminals, token_tables, eos,  # type: ignore[arg-type]
-                            max_mask_memory=max_mask_memory)
+                            max_mask_memory=max_mask_memory, timeout=timeout)
     return CompiledGrammar(grammar, vocab, recognizer, time.perf_counter() - t0)
 
 

@@ -31,12 +31,14 @@ import threading
 from dataclasses import dataclass
 from itertools import chain
 
+from constrained.deadline import check_deadline, passed, timeout_error
 from constrained.errors import EmptyLanguageError
 from constrained.grammar.ir import Grammar, derivable
 
 SELF = -1  # origin of items predicted in the node itself
 CUT = -2   # origin below the context an abstract node keeps (see EarleyParser.abstract)
 MAX_COMPLETION_DEPTH = 64  # nested memoised completions before they are done in place
+DEADLINE_EVERY = 4096      # rules numbered / items closed between two checks of the compile deadline
 
 
 class NeedsContext(Exception):
@@ -62,7 +64,10 @@ class ParserTables:
 
     @classmethod
     def from_grammar(cls, grammar: Grammar) -> ParserTables:
-        """Number the grammar and drop rules that use non-productive symbols."""
+        """Number the grammar and drop rules that use non-productive symbols.
+
+        Honours the open compile deadline (`constrained.deadline`), checked every
+        `DEADLINE_EVERY` rules: past it `CompileTimeoutError` names the rule reached."""
         terms = [t.name for t in grammar.terminals]
         tindex = {n: i for i, n in enumerate(terms)}
         nts = list(dict.fromkeys(r.lhs for r in grammar.rules))
@@ -72,8 +77,15 @@ class ParserTables:
             return tindex[name] if name in tindex else nindex[name]
 
         n_terms = len(terms)
-        rules = [(nindex[r.lhs], tuple(sym(s) for s in r.rhs)) for r in grammar.rules]
+        rules = []
+        count = len(grammar.rules)
+        for i, r in enumerate(grammar.rules):
+            if not i % DEADLINE_EVERY:
+                check_deadline(rule=str(r.lhs), what=f"numbering rule {i} of {count}")
+            rules.append((nindex[r.lhs], tuple(sym(s) for s in r.rhs)))
+        check_deadline(what="finding the productive rules")
         productive = derivable(rules, lambda s: s < n_terms)
+        check_deadline(what="finding the reachable rules")
         start = nindex[grammar.start]
         if start not in productive:
             raise EmptyLanguageError(f"start symbol {grammar.start!r} derives no string "
@@ -93,6 +105,7 @@ class ParserTables:
                         reachable.add(s)
                         stack.append(s)
         rules = [(lhs, rhs) for lhs, rhs in rules if lhs in reachable]
+        check_deadline(what="finding the nullable rules")
         nullable = derivable(rules, lambda s: False)
         by_lhs: dict[int, list[int]] = {}
         for i, (lhs, _) in enumerate(rules):
@@ -156,7 +169,7 @@ class EarleyParser:
         self._lock = threading.RLock()
         self._own: dict[int, tuple[dict, dict, bool]] = {}
         self._by_future: dict[tuple, int] = {}
-        self._completion_memo: dict[int, tuple[dict, dict, tuple, bool]] = {}
+        self._completion_memo: dict[int, tuple[dict, dict, tuple, bool, tuple]] = {}
         self._prediction_memo: dict[int, tuple[int, ...]] = {}
         self.root = self._intern(("root",), [self.item(r, 0, SELF) for r in tables.rules_by_lhs[tables.start]])
         self._union_memo: dict[frozenset[int], int] = {}
@@ -361,7 +374,8 @@ class EarleyParser:
                 predicts.add(self._lhs_at[item & self._pmask])
             else:
                 agenda.append(item)
-        accepting = self._advance_items(agenda, expect, waiting, parts_e, parts_w, predicts, None, set(), 0)
+        accepting, _ = self._advance_items(agenda, expect, waiting, parts_e, parts_w, predicts, frozenset(), set(),
+                                           0)
         # predicted items (origin SELF) are merged per nonterminal, not derived item by item
         predicted: set[int] = set()
         for x in predicts:
@@ -382,27 +396,40 @@ class EarleyParser:
                           depth)
 
     def _advance_items(self, agenda: list, expect: dict, waiting: dict, parts_e: list, parts_w: list,
-                       predicts: set, inline_origin: int | None, inline_done: set, depth: int) -> bool:
+                       predicts: set, computing: frozenset, inline_done: set, depth: int) -> tuple[bool, tuple]:
         """Close ``agenda`` (items with real or cut origins) into ``expect``/``waiting``
         (items found here, in lists) and ``parts_e``/``parts_w`` (memoised dicts to be
         unioned with them, borrowed: never modified), collecting the nonterminals to
         predict; True if the start symbol completes at the root.  Completing ``lhs``
         back into an origin ``o`` borrows the memoised `_completion` of ``(o, lhs)``,
         the same for every set that completes it (e.g. the ends of all members of an
-        object advance the same list items), except into ``inline_origin`` (the
-        completion being computed) and past `MAX_COMPLETION_DEPTH` nested completions
-        (right recursion), done in place."""
+        object advance the same list items), except for a completion in ``computing``
+        (those being computed further up: a cycle of unit or nullable rules) and past
+        `MAX_COMPLETION_DEPTH` nested completions (right recursion), done in place.
+
+        A completion into the same origin is memoised too, not done in place: a chain
+        ``r_i: r_{i+1} "x"?`` completes ``r_{n-1}, ..., r_0`` into one origin, and a set
+        whose kernel completes every ``r_i`` then borrows ``r_{i-1}``'s completion from
+        ``r_i``'s instead of redoing the rest of the chain once per ``i`` (quadratic).
+        A memoised completion holds everything of the completions it borrowed (its
+        fifth field names them), so of the completions borrowed here only those no
+        other one borrowed are unioned: the chain's set takes ``r_{n-1}``'s alone
+        instead of n overlapping parts (quadratic per set, cubic over ``endxx...x``).
+        Returns (whether the start symbol completes at the root, the borrowed keys)."""
         t = self.tables
         nt_base, nullable, start, nsym = t.num_terminals, t.nullable, t.start, self._nsym
         shift, pmask, sym_at, lhs_at = self._shift, self._pmask, self._sym_at, self._lhs_at
         accepting = False
         seen: set = set()
         merged: set = set()
+        borrowed: list = []             # (key, memoised completion) in the order met
         while agenda:
             item = agenda.pop()
             if item in seen:
                 continue
             seen.add(item)
+            if not len(seen) % DEADLINE_EVERY and passed():
+                raise timeout_error(what=f"closing a parser set ({len(seen)} Earley items so far)")
             p = item & pmask
             x = sym_at[p]
             if x < 0:                   # complete: back into the origin
@@ -414,19 +441,14 @@ class EarleyParser:
                 if lhs == start and o == 0:
                     accepting = True
                 key = o * nsym + lhs
-                if o == inline_origin or depth >= MAX_COMPLETION_DEPTH:
-                    if key not in inline_done:
-                        inline_done.add(key)
-                        agenda.extend(self._advanced_into(self._nodes[o].waiting.get(lhs, ()), o))
+                if key in inline_done:
+                    continue
+                if key in computing or depth >= MAX_COMPLETION_DEPTH:
+                    inline_done.add(key)
+                    agenda.extend(self._advanced_into(self._nodes[o].waiting.get(lhs, ()), o))
                 elif key not in merged:
                     merged.add(key)
-                    c_expect, c_waiting, c_predicts, c_accepting = self._completion(o, lhs, depth + 1)
-                    if c_expect:
-                        parts_e.append(c_expect)
-                    if c_waiting:
-                        parts_w.append(c_waiting)
-                    predicts.update(c_predicts)
-                    accepting |= c_accepting
+                    borrowed.append((key, self._completion(o, lhs, depth + 1, computing)))
                 continue
             if x < nt_base:
                 expect.setdefault(x, []).append(item)
@@ -435,11 +457,28 @@ class EarleyParser:
             predicts.add(x)
             if x in nullable:
                 agenda.append(item + 1)
-        return accepting
+        # a completion that another borrowed one borrowed itself is part of that one: skip it
+        covered = set(chain.from_iterable(c[4] for _, c in borrowed)) if len(borrowed) > 1 else ()
+        for key, (c_expect, c_waiting, c_predicts, c_accepting, _) in borrowed:
+            if key in covered:
+                continue
+            if c_expect:
+                parts_e.append(c_expect)
+            if c_waiting:
+                parts_w.append(c_waiting)
+            predicts.update(c_predicts)
+            accepting |= c_accepting
+        return accepting, tuple(key for key, _ in borrowed)
 
-    def _completion(self, origin: int, lhs: int, depth: int) -> tuple[dict, dict, tuple, bool]:
+    def _completion(self, origin: int, lhs: int, depth: int,
+                    computing: frozenset = frozenset()) -> tuple[dict, dict, tuple, bool, tuple]:
         """What completing ``lhs`` with origin ``origin`` adds to a set: the closure of the
-        items of ``origin`` waiting for ``lhs``, advanced (memoised: sets are immutable)."""
+        items of ``origin`` waiting for ``lhs``, advanced (memoised: sets are immutable).
+        ``computing``: the completions being computed further up (done in place here).
+        The result is the whole closure whatever ``computing`` holds: a completion done
+        in place is derived again here, not left to the caller.  Returns ``(expect,
+        waiting, predicted nonterminals, whether the start symbol completes at the root,
+        the keys of the completions it borrowed)``."""
         key = origin * self._nsym + lhs
         hit = self._completion_memo.get(key)
         if hit is not None:
@@ -450,29 +489,36 @@ class EarleyParser:
         parts_w: list[dict] = []
         predicts: set[int] = set()
         agenda = self._advanced_into(self._nodes[origin].waiting.get(lhs, ()), origin)
-        accepting = self._advance_items(agenda, expect, waiting, parts_e, parts_w, predicts, origin,
-                                        {key}, depth)
+        accepting, children = self._advance_items(agenda, expect, waiting, parts_e, parts_w, predicts,
+                                                  computing | {key}, {key}, depth)
         hit = self._completion_memo[key] = (_union(expect, parts_e), _union(waiting, parts_w),
-                                            tuple(predicts), accepting)
+                                            tuple(predicts), accepting, children)
         return hit
 
 
 def _union(own: dict[int, list], parts: list[dict[int, tuple]]) -> dict[int, tuple]:
     """``own`` (item lists built here) and ``parts`` (memoised dicts of item tuples,
-    read only) as one dict of item tuples.  A single part is returned itself, not
-    copied: node and memo dicts are never modified once built."""
+    read only) as one dict of item tuples, each item once.  A single part is returned
+    itself, not copied: node and memo dicts are never modified once built.
+
+    Parts overlap (nested completions of a chain of rules each hold the rest of the
+    chain): an item list is joined once from all its contributions and deduplicated,
+    not grown part by part (quadratic in the parts, and the duplicates would be
+    advanced again by every scan)."""
     if not own:
         if not parts:
             return {}
         if len(parts) == 1:
             return parts[0]
-        out = dict(parts[0])
-        rest = parts[1:]
-    else:
-        out = {k: tuple(v) for k, v in own.items()}
-        rest = parts
-    for part in rest:
+    elif not parts:
+        return {k: tuple(v) for k, v in own.items()}
+    groups: dict[int, list] = {k: [v] for k, v in own.items()}
+    for part in parts:
         for k, v in part.items():
-            cur = out.get(k)
-            out[k] = v if cur is None else cur + v
-    return out
+            group = groups.get(k)
+            if group is None:
+                groups[k] = [v]
+            else:
+                group.append(v)
+    return {k: tuple(g[0]) if len(g) == 1 else tuple(dict.fromkeys(chain.from_iterable(g)))
+            for k, g in groups.items()}

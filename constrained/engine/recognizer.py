@@ -15,6 +15,14 @@ and memoised:
   walked along the lexeme paths the parser node allows);
 * ``accepting(sid)`` and ``next_bytes(sid)``.
 
+Each first computation of a state's mask or of a token step runs under the compile
+deadline ``timeout`` (`constrained.deadline`; the one `compile_grammar` was given):
+a first mask that builds thousands of terminals, or walks a huge parser set, ends
+with `CompileTimeoutError` saying what it was computing.  Memo entries are written
+only once their computation has finished, so nothing partial stays, and asking again
+(under a longer ``timeout``, an attribute that may be changed) computes it afresh.
+A memo hit enters no deadline.
+
 Exactness: a token is allowed iff reading its bytes from the state leaves a
 non-empty set of configurations.  This equals viability because every
 configuration is viable: terminal DFAs are trimmed and every Earley node is
@@ -30,10 +38,12 @@ import threading
 import numpy as np
 
 from constrained.automata.byte_dfa import START
+from constrained.deadline import DEFAULT_COMPILE_TIMEOUT, compile_deadline, passed, timeout_error
 from constrained.engine.crossing import CrossingSet, CrossingSets, byte_mask
 from constrained.engine.earley import EarleyParser, NeedsContext
 from constrained.engine.terminal_automata import Field, TerminalAutomata
 from constrained.engine.token_tables import TokenTables
+from constrained.masks import or_token_bits
 
 DEAD_STATE = 0
 BOUNDARY = -1
@@ -55,8 +65,11 @@ class Recognizer:
     """Interned states, transitions and masks for one (grammar, vocabulary)."""
 
     def __init__(self, parser: EarleyParser, lexer_dfas: TerminalAutomata, num_parser_terminals: int,
-                 tables: TokenTables, eos_ids: np.ndarray, max_mask_memory: int = DEFAULT_MASK_MEMORY) -> None:
+                 tables: TokenTables, eos_ids: np.ndarray, max_mask_memory: int = DEFAULT_MASK_MEMORY,
+                 timeout: float | None = DEFAULT_COMPILE_TIMEOUT) -> None:
         self.parser = parser
+        # seconds each first mask / token step may take (None: no limit); see the module docstring
+        self.timeout = timeout
         # terminal index -> automaton, built on first lookup; unused terminals have none
         # (never started: no node expects them)
         self.dfas = lexer_dfas
@@ -202,11 +215,27 @@ class Recognizer:
         if hit is not None:
             return hit
         if 0 <= token < self.vocab_size and self.token_bytes[token]:
-            result = self.feed(sid, self.token_bytes[token])
+            with compile_deadline(self.timeout):
+                result = self._feed_checked(sid, self.token_bytes[token], token)
         else:
             result = DEAD_STATE
         self._token_memo[key] = result
         return result
+
+    def _feed_checked(self, sid: int, data: bytes, token: int) -> int:
+        """`feed`, checking the open deadline before each byte not yet memoised."""
+        start = sid
+        memo = self._byte_memo
+        for b in data:
+            nxt = memo.get((sid, b))
+            if nxt is None:
+                if passed():
+                    raise timeout_error(what=f"reading token {token} from state {start}")
+                nxt = self.byte_step(sid, b)
+            sid = nxt
+            if sid == DEAD_STATE:
+                return DEAD_STATE
+        return sid
 
     # ------------------------------------------------------------------ queries
     def _cfg_accepting(self, cfg: Config) -> bool:
@@ -271,6 +300,8 @@ class Recognizer:
                               lambda: self._crossing_bits_exact(node, cset))
 
     def _crossing_bits_exact(self, node: int, cset: CrossingSet) -> Bits | None:
+        if passed():
+            raise timeout_error(what=f"the tokens crossing into parser node {node}")
         parts = []
         first = cset.first_mask
         lex_start = self._lex_start_mask
@@ -409,6 +440,9 @@ class Recognizer:
             self.mask_memo_resets += 1
 
     def _cfg_mask_exact(self, node: int, lex: int, q: int) -> Bits:
+        if passed():
+            raise timeout_error(what=f"the mask of configuration {(node, lex, q)} (parser node, lexeme, "
+                                     f"DFA state)")
         if lex == BOUNDARY:
             parts = [self._cfg_mask((node, lx, START)) for lx in self.start_lexemes(node)]
         else:
@@ -429,14 +463,22 @@ class Recognizer:
     def _state_bits(self, sid: int) -> Bits:
         hit = self._mask_memo.get(sid)
         if hit is None:
-            parts = [self._cfg_mask(cfg) for cfg in self._states[sid]]
-            if self.accepting(sid):
-                parts.append(self._eos_bits)
-            hit = self._union(parts)
-            if hit is None:
-                hit = _NO_BITS
+            with compile_deadline(self.timeout):
+                hit = self._state_bits_exact(sid)
             self._mask_memo[sid] = hit
         return hit
+
+    def _state_bits_exact(self, sid: int) -> Bits:
+        """`_state_bits` of ``sid``, computed (under the mask deadline: see the module docstring)."""
+        parts = []
+        for cfg in self._states[sid]:
+            if passed():
+                raise timeout_error(what=f"the first mask of state {sid}")
+            parts.append(self._cfg_mask(cfg))
+        if self.accepting(sid):
+            parts.append(self._eos_bits)
+        out = self._union(parts)
+        return _NO_BITS if out is None else out
 
     def mask(self, sid: int) -> np.ndarray:
         """Packed allowed-token bitset (int32 words, little bit order; read-only, shared)."""
@@ -476,7 +518,6 @@ Bits = tuple  # (tuple of packed uint8 bitsets, int32 token ids or None): see Re
 _NO_BITS: Bits = ((), None)
 MAX_DENSE_PARTS = 4     # dense parts a `Bits` keeps before they are OR-ed into one owned array
 DENSE_MASKS = 8         # materialised state masks kept per recognizer (most recent)
-_BIT = np.array([1 << k for k in range(8)], np.uint8)
 
 
 def _materialise(bits, out: np.ndarray) -> None:
@@ -489,4 +530,4 @@ def _materialise(bits, out: np.ndarray) -> None:
     else:
         out.fill(0)
     if ids is not None and ids.size:
-        np.bitwise_or.at(out, ids >> 3, _BIT.take(ids & 7))
+        or_token_bits(out, ids)
