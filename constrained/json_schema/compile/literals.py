@@ -4,7 +4,9 @@ symbols; and fixed strings (enum strings, object keys) in the JSON spellings the
 
 An integral number has two JSON forms that parse differently (``3``, an int, and
 ``3.0``, a float); each is offered where the schema accepts what it parses to.  Past
-`LARGE_ENUM` strings, one terminal holds their canonical spellings.
+`LARGE_ENUM` strings, one terminal holds their canonical spellings; past `LARGE_ENUM`
+numbers, two terminals of finitely many spellings and one of ``.0`` tails hold them all
+(the same language as a terminal per number: `_large_number_enum`).
 
 Example:
     >>> literal_regex("a.b")
@@ -32,7 +34,7 @@ from constrained.json_schema.resolver import Located
 if TYPE_CHECKING:                      # pragma: no cover
     from constrained.json_schema.compiler import SchemaCompiler
 
-LARGE_ENUM = 64          # enum strings past which one terminal holds their canonical spellings
+LARGE_ENUM = 64          # enum strings (numbers) past which one terminal holds their canonical spellings (all)
 
 
 def enum_alternatives(compiler: SchemaCompiler, conj: Conjunction) -> Alternatives:
@@ -49,14 +51,21 @@ def enum_alternatives(compiler: SchemaCompiler, conj: Conjunction) -> Alternativ
     schemas = [loc for loc in with_keyword if loc is not None]
     out: Alternatives = []
     strings: list[str] = []
+    large = sum(1 for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)) > LARGE_ENUM
+    number_forms_valid: list[list[str]] = []
     for value in values:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            out += _number_value(compiler, schemas, value)
+            if large:
+                number_forms_valid.append(_valid_number_forms(compiler, schemas, value))
+            else:
+                out += _number_value(compiler, schemas, value)
         elif all(compiler.validators.is_valid(loc, value) for loc in schemas):
             if isinstance(value, str):
                 strings.append(value)
             else:
                 out.append(value_symbols(compiler, value))
+    if large:
+        out += _large_number_enum(compiler, source, number_forms_valid)
     return _string_values(compiler, source, grounding.enum_strings(compiler, conj, strings)) + out
 
 
@@ -150,11 +159,55 @@ def _number_value(compiler: SchemaCompiler, schemas: list[Located], value: int |
     An integral value has two JSON forms that parse differently: ``3`` (an int) and
     ``3.0``/``3.00`` (a float, not an integer in drafts 03/04, and not even the same
     number past 2**53); each form is validated as what it parses to."""
+    valid = _valid_number_forms(compiler, schemas, value)
+    return [(_number_symbol(compiler, valid),)] if valid else []
+
+
+def _valid_number_forms(compiler: SchemaCompiler, schemas: list[Located], value: int | float) -> list[str]:
+    """The forms of `number_forms` that parse to ``value`` and that every sub-schema of
+    ``schemas`` accepts (as what each parses to)."""
     # each form must still be the enum's value (the schemas no longer hold the enum itself)
     parsed = {form: json.loads(form) for form in number_forms(value)}
-    valid = [form for form, v in parsed.items()
-             if json_equal(v, value) and all(compiler.validators.is_valid(loc, v) for loc in schemas)]
-    return [(_number_symbol(compiler, valid),)] if valid else []
+    return [form for form, v in parsed.items()
+            if json_equal(v, value) and all(compiler.validators.is_valid(loc, v) for loc in schemas)]
+
+
+def _large_number_enum(compiler: SchemaCompiler, source: Part, valid_forms: list[list[str]]) -> Alternatives:
+    """Alternatives for an enum of more than `LARGE_ENUM` numbers, given each number's valid
+    forms (`_valid_number_forms`): the language of a `_number_symbol` per number, in three
+    terminals instead of one each (whose automata and token tables a first mask would
+    build one by one: seconds for 10,000 numbers).
+
+    A number's symbol matches ``3``; ``3`` with an optional ``.0+`` tail; ``3`` with a
+    ``.0+`` tail; or a fixed spelling (``2.5``).  The union of these is a finite set of
+    untailed spellings, or a base from a finite set followed by a ``.0+`` tail: two
+    terminals of finitely many words (built directly as finite automata) and one tail
+    terminal after the second.  A grammar with ignored terminals (lark's ``%ignore``
+    around a ``%json`` section) would also allow them between a base and its tail."""
+    whole: set[str] = set()          # spellings matched as they are
+    based: set[str] = set()          # bases followed by a .0+ tail
+    for forms in valid_forms:
+        if len(forms) == 2:                       # 3, and 3 with a .0+ tail
+            whole.add(forms[0])
+            based.add(forms[0])
+        elif len(forms) == 1 and forms[0].endswith(".0"):
+            based.add(forms[0][:-2])              # 3 with a .0+ tail only
+        elif forms:
+            whole.add(forms[0])
+    compiler.note(source.pointer, "enum", f"an enum of {len(valid_forms)} numbers (over {LARGE_ENUM}) is compiled "
+                                          f"as one terminal of their spellings (and one of their .0 tails)")
+    out: Alternatives = []
+    if whole:
+        out.append((compiler.builder.term(_words_regex(whole), "ENUM_NUM"),))
+    if based:
+        out.append((compiler.builder.term(_words_regex(based), "ENUM_NUM_BASE"),
+                    compiler.builder.term(r"\.0+", "ENUM_NUM_TAIL")))
+    return out
+
+
+def _words_regex(words: set[str]) -> str:
+    """A regex of exactly ``words`` (an alternation of literals: a finite automaton)."""
+    return "(?:" + "|".join(sorted(map(literal_regex, words))) + ")"
 
 
 def _number_symbol(compiler: SchemaCompiler, forms: list[str]) -> str:
