@@ -34,12 +34,12 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 
 from constrained.errors import CompileTimeoutError, InvalidTimeoutError
 
-__all__ = ["DEFAULT_COMPILE_TIMEOUT", "check_deadline", "compile_deadline", "interrupt_at_deadline",
-           "passed", "remaining", "timeout_error"]
+__all__ = ["DEFAULT_COMPILE_TIMEOUT", "check_deadline", "compile_deadline", "enter_deadline", "exit_deadline",
+           "interrupt_at_deadline", "passed", "remaining", "timeout_error"]
 
 DEFAULT_COMPILE_TIMEOUT = 30.0        # seconds; a server can pass less
 
@@ -63,6 +63,25 @@ def compile_deadline(timeout: float | None) -> Iterator[None]:
     try:
         yield
     finally:
+        _active.reset(token)
+
+
+def enter_deadline(timeout: float | None) -> Token | None:
+    """`compile_deadline` without a context manager, for hot paths (about a tenth of its
+    cost): open a deadline ``timeout`` seconds from now unless an earlier one is open
+    (``timeout`` is not validated); pass the result to `exit_deadline` in a ``finally``."""
+    if timeout is None:
+        return None
+    deadline = time.monotonic() + timeout
+    outer = _active.get()
+    if outer is not None and outer[0] <= deadline:
+        return None
+    return _active.set((deadline, timeout))
+
+
+def exit_deadline(token: Token | None) -> None:
+    """Close what `enter_deadline` opened."""
+    if token is not None:
         _active.reset(token)
 
 

@@ -28,7 +28,7 @@ from test_hostile_corpus import BYTES, failure_report, run_cases
 from constrained import Grammar, compile_grammar
 from constrained.automata.byte_dfa import compile_regex
 from constrained.deadline import compile_deadline, interrupt_at_deadline
-from constrained.engine.earley import ParserTables
+from constrained.engine.earley import EarleyParser, ParserTables
 from constrained.engine.token_tables import TokenTables
 from constrained.errors import CompileTimeoutError, GrammarSyntaxError, InvalidTimeoutError
 
@@ -346,3 +346,20 @@ def _chain_after_endx_is_exact() -> str:
 
 def test_a_chain_of_optional_suffixes_is_read_exactly() -> None:
     _in_child(_chain_after_endx_is_exact)
+
+
+
+def test_parser_sets_past_a_deadline_raise_and_keep_nothing() -> None:
+    """Closing a parser set checks the deadline at each completion it computes (a chain of
+    rules is many small ones); nothing of it is memoised, and a retry gives the same set."""
+    tables = ParserTables.from_grammar(Grammar.from_lark(hs._chain_rules(300, "lark")))
+    p, fresh = EarleyParser(tables), EarleyParser(tables)
+    end, x = p.terminal_id("END"), p.terminal_id("X")
+    with compile_deadline(0.0), pytest.raises(CompileTimeoutError) as caught:
+        time.sleep(0.001)
+        p.scan(p.root, end)
+    assert "completing" in str(caught.value) or "parser set" in str(caught.value), caught.value
+    assert p.num_nodes == 1 and not p._scan_memo and not p._completion_memo
+    got, want = p.scan(p.scan(p.root, end), x), fresh.scan(fresh.scan(fresh.root, end), x)
+    assert p.node(got).kernel == fresh.node(want).kernel
+    assert {k: set(v) for k, v in p.node(got).expect.items()} == {k: set(v) for k, v in fresh.node(want).expect.items()}

@@ -185,6 +185,10 @@ class EarleyParser:
         r = self._rule_at[p]
         return r, p - self._offsets[r], (item >> self._shift) - 2
 
+    def _symbol_name(self, sym: int) -> str:
+        t = self.tables
+        return str(t.terminal_names[sym] if sym < t.num_terminals else t.nonterminal_names[sym - t.num_terminals])
+
     def terminal_id(self, name: str) -> int:
         return self.tables.terminal_names.index(name)
 
@@ -483,6 +487,8 @@ class EarleyParser:
         hit = self._completion_memo.get(key)
         if hit is not None:
             return hit
+        if passed():            # many small completions (a chain of rules) add up too
+            raise timeout_error(what=f"completing {self._symbol_name(lhs)!r} into parser node {origin}")
         expect: dict[int, list] = {}
         waiting: dict[int, list] = {}
         parts_e: list[dict] = []
