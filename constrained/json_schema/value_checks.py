@@ -36,8 +36,13 @@ completions remain for the keywords checked at completion (``minProperties``,
 Masks: only tokens that can close the innermost checked value (counted with
 per-vocabulary numpy profiles of bracket depth, string state aware), that open a
 value and continue it inside themselves, or that meet a live prefix check (a
-comma, a string's end, more bytes than a string's remaining characters) are
-simulated; the rest of the grammar's mask is kept as is.
+comma, a string's end, more bytes than a string's remaining characters, an earlier
+key's spelling: looked up in per-vocabulary indexes of the tokens' quoted segments
+and leads, no scan of the tokens) are candidates; their union of profiles is
+memoised per tracker shape, the candidates per grammar state.  Candidates that
+differ only in blanks outside strings share one simulated verdict (`refused`), and an
+object closing without a required key is refused from the keys read, unparsed; the
+rest of the grammar's mask is kept as is.
 
 For the completion search (`constrained.engine.completion`): `JsonValueChecks.failure`
 says which value a text fails on (so only that value is rewritten), ``deficit``
