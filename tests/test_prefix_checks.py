@@ -339,3 +339,21 @@ def test_keys_the_grammar_admits_beyond_a_lone_additional_properties_false_agree
             assert bool(unpack_mask(m.mask(), size)[tok]) == m.allows(tok), (m.text[-60:], vocab.token_bytes[tok])
             if not m.advance(tok):
                 break
+
+
+def test_padding_stops_at_its_byte_limit() -> None:
+    """Copies of a long element are not written past `MAX_PADDED` bytes: `pad` gives
+    None rather than validating megabytes, and the search names the keyword."""
+    from constrained.json_schema.value_checks import MAX_PADDED
+
+    schema = {"type": "array", "items": {"type": "string"}, "minItems": 4000}
+    m = compile_grammar(compile_json_schema(schema, whitespace="compact").grammar, ASCII, cache_dir=None).matcher()
+    elem = "x" * 40
+    assert m.advance_many(ASCII.encode(f'["{elem}"')) == len(elem) + 3
+    checks, state = m._checks, m._cstates[-1]
+    f = checks.failure(state, m.text, b"]")
+    assert 4000 * (len(elem) + 3) > MAX_PADDED and checks.pad(state, m.text, b"]", f) is None
+    short = {"type": "array", "items": {"type": "string"}, "minItems": 1000}
+    m = compile_grammar(compile_json_schema(short, whitespace="compact").grammar, ASCII, cache_dir=None).matcher()
+    assert m.advance_many(ASCII.encode('["ab"')) == 5
+    assert len(json.loads(m.text + m.shortest_completion(strict=True))) == 1000

@@ -86,6 +86,7 @@ KEY, COLON, VALUE = 0, 1, 2            # object phases
 MAX_CLOSES = 8                         # close counts profiled exactly; more are simulated
 # maxItems up to this is counted by the grammar (JsonSchemaOptions.max_repetition's default)
 _COUNTED_ITEMS = 256
+MAX_PADDED = 1 << 16          # `JsonValueChecks.pad` writes no completion longer than this (bytes)
 
 _WS = frozenset(b" \t\n\r")
 _HAS_BLANK = re.compile(rb"[ \t\n\r]")
@@ -601,7 +602,7 @@ class JsonValueChecks:
     def pad(self, state: tuple, text: bytes, data: bytes, failure: CheckFailure) -> bytes | None:
         """``data`` (a completion of ``text``, read in ``state``) with the array that
         ``failure`` refuses for ``minItems`` grown to pass: its last element, as written,
-        repeated after it (1, 2, 4, ... copies, up to 4096 elements), the fewest copies
+        repeated after it (1, 2, 4, ... copies, up to 4096 and `MAX_PADDED` bytes), the fewest copies
         after which no check refuses that array any longer; None where the array has no
         element to repeat, closes inside ``text``, or no count passes (a repeat refused:
         ``uniqueItems``, ``maxContains``...).  The completion search (`_repair`) uses it
@@ -653,7 +654,7 @@ class JsonValueChecks:
         n = 1
         while (verdict := short(n)) is True:
             n *= 2
-            if n > 4096:
+            if n > 4096 or len(data) + n * len(elem) > MAX_PADDED:
                 return None
         if verdict is None:
             return None
