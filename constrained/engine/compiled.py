@@ -143,29 +143,29 @@ def compile_grammar(grammar: Grammar, vocab, *, cache_dir: str | Path | None = _
         raise GrammarError(f"compile_grammar needs a Grammar, got {type(grammar).__name__}")
     if lazy_terminals is None:
         lazy_terminals = grammar.source == JSON_SCHEMA_SOURCE
-    with compile_deadline(timeout):          # grammar analysis and the root's parser set
+    with compile_deadline(timeout):          # one deadline for the whole call
         tables = ParserTables.from_grammar(grammar)
         parser = EarleyParser(tables)
-    used = {s for rhs in tables.rule_rhs for s in rhs if s < tables.num_terminals}
-    term_of = {t.name: t for t in grammar.terminals}
-    names = list(tables.terminal_names) + list(grammar.ignore)
-    cdir = default_cache_dir() if cache_dir is _DEFAULT else (None if cache_dir is None else Path(cache_dir))
-    token_tables = TokenTables.for_vocabulary(vocab, cdir)
+        check_deadline(what="after grammar analysis")
+        used = {s for rhs in tables.rule_rhs for s in rhs if s < tables.num_terminals}
+        term_of = {t.name: t for t in grammar.terminals}
+        names = list(tables.terminal_names) + list(grammar.ignore)
+        cdir = default_cache_dir() if cache_dir is _DEFAULT else (None if cache_dir is None else Path(cache_dir))
+        token_tables = TokenTables.for_vocabulary(vocab, cdir)
 
-    def build(i: int) -> ByteDFA | None:
-        if i < tables.num_terminals and i not in used:
-            return None                       # no rule reads it: no state ever starts it
-        with compile_deadline(timeout):
-            dfa = _terminal_dfa(term_of[names[i]], max_dfa_states, grammar.source)
-        if precompute:
-            token_tables.ensure(dfa)
-        elif precompute is None:
-            token_tables.load_cached(dfa)
-        return dfa
+        def build(i: int) -> ByteDFA | None:
+            if i < tables.num_terminals and i not in used:
+                return None                       # no rule reads it: no state ever starts it
+            with compile_deadline(timeout):       # a lazy build later: its own deadline
+                dfa = _terminal_dfa(term_of[names[i]], max_dfa_states, grammar.source)
+            if precompute:
+                token_tables.ensure(dfa)
+            elif precompute is None:
+                token_tables.load_cached(dfa)
+            return dfa
 
-    dfas = TerminalAutomata(len(names), build)
-    if not lazy_terminals or precompute:
-        with compile_deadline(timeout):
+        dfas = TerminalAutomata(len(names), build)
+        if not lazy_terminals or precompute:
             dfas.build_all()
     eos = np.asarray(sorted(vocab.eos_ids), dtype=np.int64)
     recognizer = Recognizer(parser, dfas, tables.num_terminals, token_tables, eos,  # type: ignore[arg-type]

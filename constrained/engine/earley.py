@@ -31,7 +31,7 @@ import threading
 from dataclasses import dataclass
 from itertools import chain
 
-from constrained.deadline import check_deadline, passed, timeout_error
+from constrained.deadline import check_deadline, passed, remaining, timeout_error
 from constrained.errors import EmptyLanguageError
 from constrained.grammar.ir import Grammar, derivable
 
@@ -83,8 +83,7 @@ class ParserTables:
             if not i % DEADLINE_EVERY:
                 check_deadline(rule=str(r.lhs), what=f"numbering rule {i} of {count}")
             rules.append((nindex[r.lhs], tuple(sym(s) for s in r.rhs)))
-        check_deadline(what="finding the productive rules")
-        productive = derivable(rules, lambda s: s < n_terms)
+        productive = derivable(rules, _checking(lambda s: s < n_terms, "finding the productive rules"))
         check_deadline(what="finding the reachable rules")
         start = nindex[grammar.start]
         if start not in productive:
@@ -105,8 +104,7 @@ class ParserTables:
                         reachable.add(s)
                         stack.append(s)
         rules = [(lhs, rhs) for lhs, rhs in rules if lhs in reachable]
-        check_deadline(what="finding the nullable rules")
-        nullable = derivable(rules, lambda s: False)
+        nullable = derivable(rules, _checking(lambda s: False, "finding the nullable rules"))
         by_lhs: dict[int, list[int]] = {}
         for i, (lhs, _) in enumerate(rules):
             by_lhs.setdefault(lhs, []).append(i)
@@ -114,6 +112,23 @@ class ParserTables:
                    rule_lhs=tuple(l for l, _ in rules), rule_rhs=tuple(r for _, r in rules),
                    rules_by_lhs={k: tuple(v) for k, v in by_lhs.items()},
                    nullable=frozenset(nullable), start=start)
+
+
+def _checking(base, what: str):
+    """``base`` (a symbol predicate of `derivable`), checking the open deadline every 65,536
+    calls (once per symbol of every rule): `derivable` cannot check it itself."""
+    check_deadline(what=what)
+    if remaining() is None:
+        return base
+    calls = 0
+
+    def checked(s) -> bool:
+        nonlocal calls
+        calls += 1
+        if not calls & 0xFFFF and passed():
+            raise timeout_error(what=what)
+        return base(s)
+    return checked
 
 
 class ParserNode:
@@ -154,6 +169,8 @@ class EarleyParser:
         lhs_at: list[int] = []
         rule_at: list[int] = []
         for r, rhs in enumerate(tables.rule_rhs):
+            if not r % DEADLINE_EVERY:
+                check_deadline(what=f"numbering the dotted rules ({r} of {len(tables.rule_rhs)})")
             self._offsets.append(len(sym_at))
             sym_at.extend(rhs)
             sym_at.append(-1)

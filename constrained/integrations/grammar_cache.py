@@ -121,7 +121,7 @@ class GrammarCache:
         from constrained.engine.compiled import compile_grammar
         from constrained.errors import ConstrainedError
 
-        kwargs = {} if self._cache_dir is _DEFAULT else {"cache_dir": self._cache_dir}
+        kwargs: dict[str, Any] = {} if self._cache_dir is _DEFAULT else {"cache_dir": self._cache_dir}
         try:
             return compile_grammar(spec.grammar(), self.vocab, timeout=spec.timeout, **kwargs)
         except ConstrainedError as e:
