@@ -17,8 +17,7 @@ import random
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from constrained import Grammar, TokenVocabulary, compile_grammar
 from constrained.errors import UnsatisfiableSchemaError
