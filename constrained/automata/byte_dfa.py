@@ -31,6 +31,7 @@ import hashlib
 from array import array
 from dataclasses import dataclass, field
 from itertools import pairwise
+from typing import Literal
 
 import numpy as np
 
@@ -230,6 +231,11 @@ def _closure(eps: list[list[int]], states) -> frozenset[int]:
     return frozenset(seen)
 
 
+# One NFA state's edges over byte classes, ``(first class, end class, target)``, or
+# False when they overlap (the row is then built byte class by byte class).
+_Span = list[tuple[int, int, int]] | Literal[False]
+
+
 def _determinize(nfa: _NFABuilder, start: int, final: int,
                  max_states: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Subset construction over byte classes: ``(table, accepting, byte_class)`` where
@@ -253,7 +259,7 @@ def _determinize(nfa: _NFABuilder, start: int, final: int,
     with_edges = frozenset(s for s, out in enumerate(edges) if out)
     overlapping = nfa.mixed                       # states whose edges may overlap
     closures: dict[int, frozenset[int]] = {}
-    spans: dict[int, list[tuple[int, int, int]] | bool] = {}  # NFA state -> its edges over classes
+    spans: dict[int, _Span] = {}  # NFA state -> its edges over classes
     start_set = _closure(eps, (start,))
     ids: dict[frozenset[int], int] = {frozenset(): DEAD, start_set: START}
     order = [frozenset(), start_set]
@@ -275,13 +281,14 @@ def _determinize(nfa: _NFABuilder, start: int, final: int,
         order.append(tset)
         return tid
 
-    def span_of(s: int) -> list[tuple[int, int, int]] | bool:
+    def span_of(s: int) -> _Span:
         """``s``'s edges as ``(first class, end class, target)``, False if they overlap."""
         span = [(class_at[lo], class_at[hi + 1], t) for lo, hi, t in edges[s]]
         if s in overlapping:
             span.sort()
             if any(x[1] > y[0] for x, y in pairwise(span)):
-                span = False
+                spans[s] = False
+                return False
         spans[s] = span
         return span
 
@@ -328,14 +335,14 @@ def _determinize(nfa: _NFABuilder, start: int, final: int,
             memo: dict[tuple[int, ...], int] = {}
             for c, ts in targets.items():
                 key = tuple(ts)
-                tid = memo.get(key)
-                if tid is None:
+                target = memo.get(key)
+                if target is None:
                     if len(ts) == 1:
                         tset = get_closure(ts[0]) or closure(ts[0])
                     else:
                         tset = union(*[get_closure(t) or closure(t) for t in ts])
-                    tid = memo[key] = get_id(tset) or state_id(tset)
-                row[c] = tid
+                    target = memo[key] = get_id(tset) or state_id(tset)
+                row[c] = target
         rows.append(row)
     table = np.frombuffer(b"".join(rows), dtype=np.int32).reshape(len(rows), k)
     accepting = np.array([final in s for s in order], dtype=bool)

@@ -139,8 +139,8 @@ def _ignore_case(ranges: Ranges, ascii_only: bool) -> Ranges:
     size = sum(hi - lo + 1 for lo, hi in ranges)
     flags = re.IGNORECASE | (re.ASCII if ascii_only else 0)
     if size > 2048:
-        cls = "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in ranges)
-        return _ranges_matching(f"[{cls}]", flags)
+        members = "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in ranges)
+        return _ranges_matching(f"[{members}]", flags)
     cls = re.compile("[" + "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in ranges) + "]", flags)
     out = set()
     for lo, hi in ranges:
