@@ -45,9 +45,10 @@ class CrossingSet:
         self.offs = offs
         self._owner = owner
         self._first = owner.byte_matrix[toks, offs]     # each remainder's first byte
-        self._by_first = None           # (order, bounds): candidates grouped by first byte (large sets)
+        # (order, bounds): candidates grouped by first byte (large sets)
+        self._by_first: tuple[np.ndarray, np.ndarray] | None = None
         self._scans: dict[str, tuple[np.ndarray | None, CrossingSet | None]] = {}
-        self._first_bytes = None
+        self._first_bytes: np.ndarray | None = None
         # the first bytes as an int bitmask (bit b for byte b): tested against a lexeme's or a
         # node's start bytes in the crossing walk, where a numpy AND would cost more than the test
         self.first_mask = _bitmask(np.unique(self._first))

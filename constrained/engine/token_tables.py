@@ -90,6 +90,7 @@ class StateTokenTable:
     @property
     def inside(self) -> np.ndarray:
         if self._inside is None:
+            assert self.inside_ids is not None, "built with inside or inside_ids"
             packed = pack_token_ids(self.inside_ids, self._size).view(np.uint8)
             packed.setflags(write=False)
             self._inside = packed
@@ -344,15 +345,15 @@ def residual_digest(dfa: ByteDFA, state: int, successors: list[list[int]] | None
     table = dfa.transitions
     if successors is not None:
         number = {0: 0, state: 1}
-        order = [state]
-        for q in order:        # breadth first, successors in byte order: a canonical numbering
+        queue = [state]
+        for q in queue:        # breadth first, successors in byte order: a canonical numbering
             for s in successors[q]:
                 if s not in number:
-                    number[s] = len(order) + 1
-                    order.append(s)
-        if max_states is not None and len(order) > max_states:
+                    number[s] = len(queue) + 1
+                    queue.append(s)
+        if max_states is not None and len(queue) > max_states:
             return None
-        order = np.asarray(order, dtype=np.int64)
+        order = np.asarray(queue, dtype=np.int64)
     else:
         seen = np.zeros(dfa.num_states, dtype=bool)
         seen[0] = seen[state] = True
