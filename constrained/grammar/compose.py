@@ -45,12 +45,16 @@ import threading
 from collections.abc import Sequence
 from dataclasses import replace
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from constrained.errors import UnsupportedGrammarError
 from constrained.grammar.ir import Grammar, Rule, TerminalDef
+
+if TYPE_CHECKING:
+    from constrained.engine.recognizer import Recognizer
+    from constrained.grammar.checks import ValueChecks
 
 _WS = frozenset(b" \t\n\r")
 _SCALAR = frozenset(b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ+-.")
@@ -191,13 +195,13 @@ def _byte_vocab():
     return _BYTE_VOCAB
 
 
-def _takes_text(checks) -> bool:
+def _takes_text(checks: ValueChecks) -> bool:
     """Whether ``checks.candidates`` takes the ``text`` keyword (newer checks protocol)."""
     return _candidates_take_text(type(checks))
 
 
 @lru_cache(maxsize=64)
-def _candidates_take_text(cls: type) -> bool:
+def _candidates_take_text(cls: type[ValueChecks]) -> bool:
     import inspect
 
     try:
@@ -215,8 +219,11 @@ def _containing(vocab, chars: bytes) -> np.ndarray:
     hit = _CONTAINING.get(key)
     if hit is None:
         mat = vocab.byte_matrix
-        hit = np.isin(mat, np.frombuffer(chars, dtype=np.uint8)).any(axis=1) if mat.size else \
-            np.zeros(len(vocab), bool)
+        if mat.size:
+            # (numpy's stubs type a reduction over one axis as a scalar or an array: here, an array)
+            hit = cast(np.ndarray, np.isin(mat, np.frombuffer(chars, dtype=np.uint8)).any(axis=1))
+        else:
+            hit = np.zeros(len(vocab), bool)
         if len(_CONTAINING) > 64:
             _CONTAINING.clear()
         _CONTAINING[key] = hit
@@ -247,7 +254,7 @@ def _whole_root_values(vocab, first: bytes) -> np.ndarray:
     return hit
 
 
-def _slice(text: bytes, data: bytes, start: int, end: int) -> bytes:
+def _slice(text: bytes | bytearray, data: bytes, start: int, end: int) -> bytes:
     base = len(text)
     if start >= base:
         return bytes(data[start - base:end - base])
@@ -272,7 +279,7 @@ class SectionChecks:
         self._root_first = b"".join(sorted({bytes([c]) for k, (_, _, first) in enumerate(self.sections)
                                             if self._root_checked[k] for c in first}))
         self._lock = threading.Lock()
-        self._rec = None
+        self._rec: Recognizer | None = None
         self._lexeme_section: list[int] = []
         self._memo: dict[int, tuple[int, ...]] = {}
         self._vetoed: dict[tuple, np.ndarray] = {}
@@ -282,7 +289,7 @@ class SectionChecks:
         self._hash = digest.hexdigest()
 
     # ------------------------------------------------------------------ shadow recognizer
-    def _recognizer(self):
+    def _recognizer(self) -> Recognizer:
         if self._rec is None:
             with self._lock:
                 if self._rec is None:
@@ -301,7 +308,7 @@ class SectionChecks:
         hit = self._memo.get(sid)
         if hit is None:
             owner = self._lexeme_section
-            hit = tuple(sorted({owner[lex] for _, lex, _ in self._rec.configs(sid)
+            hit = tuple(sorted({owner[lex] for _, lex, _ in self._recognizer().configs(sid)
                                 if lex >= 0 and owner[lex] >= 0}))
             if len(self._memo) > 1 << 16:
                 self._memo.clear()
@@ -316,7 +323,7 @@ class SectionChecks:
         rec = self._recognizer()
         return (rec.initial, tuple((inner.start(), 0, OUT, -1) for _, inner, _ in self.sections))
 
-    def step(self, state: tuple, text: bytes, data: bytes) -> tuple | None:
+    def step(self, state: tuple, text: bytes | bytearray, data: bytes) -> tuple | None:
         rec = self._recognizer()
         sid, per = state
         per = list(per)
@@ -355,16 +362,16 @@ class SectionChecks:
                 per[k] = (inner_state,) + per[k][1:]
         return (sid, tuple(per))
 
-    def _feed(self, k: int, inner_state, text: bytes, data: bytes, run: list[int]):
+    def _feed(self, k: int, inner_state: Any, text: bytes | bytearray, data: bytes, run: list[int]) -> Any:
         first, last = run
         prefix = text if first == 0 else bytes(text) + bytes(data[:first])
         return self.sections[k][1].step(inner_state, prefix, bytes(data[first:last + 1]))
 
-    def _root_ok(self, k: int, text: bytes, data: bytes, start: int, end: int) -> bool:
+    def _root_ok(self, k: int, text: bytes | bytearray, data: bytes, start: int, end: int) -> bool:
         inner = self.sections[k][1]
         return inner.value_ok(inner.root, _slice(text, data, start, end))
 
-    def _scan(self, k: int, entry: tuple, b: int, text: bytes, data: bytes, pos: int) -> tuple | None:
+    def _scan(self, k: int, entry: tuple, b: int, text: bytes | bytearray, data: bytes, pos: int) -> tuple | None:
         """Section ``k``'s root scanner after byte ``b`` at offset ``pos``."""
         inner_state, depth, mode, vstart = entry
         if mode == ESC:
@@ -395,7 +402,7 @@ class SectionChecks:
             return (inner_state, 0, OUT, pos)
         return entry
 
-    def accepts_end(self, state: tuple, text: bytes) -> bool:
+    def accepts_end(self, state: tuple, text: bytes | bytearray) -> bool:
         _, per = state
         for k, (inner_state, _depth, mode, vstart) in enumerate(per):
             if inner_state[0] or inner_state[1] != OUT or mode != OUT:
