@@ -17,7 +17,13 @@ grammar's ``checks``:
   whose bytes may complete a checked value or meet a prefix check (the only ones
   `mask` simulates; ``key`` is the grammar state id that identifies ``mask``, for
   memoising; ``text``, if the method takes it, the bytes so far);
-* ``content_hash() -> str``;
+* ``content_hash() -> str``.
+
+Each optional capability is a `typing.Protocol` in `constrained.grammar.checks`
+(`SupportsRefusal`, `SupportsWitnesses`, `SupportsFailure`, `SupportsPadding`,
+`SupportsDeficit`, `SupportsBlankInsignificance`), and the engine asks for it with
+``isinstance``:
+
 * optionally ``refused(state, text, ids, vocab) -> list[int]``: the tokens of ``ids``
   (candidates) that ``step`` refuses after ``text``, where the checks know cheaper ways
   than one ``step`` per token (`JsonValueChecks` simulates one token per class of
@@ -51,6 +57,7 @@ from __future__ import annotations
 import numpy as np
 
 from constrained.engine.matcher import Matcher
+from constrained.grammar.checks import SupportsRefusal, SupportsWitnesses
 
 
 class CheckedMatcher(Matcher):
@@ -84,9 +91,8 @@ class CheckedMatcher(Matcher):
         else:                                  # checks of the older protocol (no ``text``)
             cands = self._checks.candidates(state, m, self._compiled.vocab, self.state_id)
         if cands.size:
-            refused = getattr(self._checks, "refused", None)
-            if refused is not None:            # the checks simulate each class of tokens once
-                drop = refused(state, self._text, cands, self._compiled.vocab)
+            if _refuses(self._checks):          # the checks simulate each class of tokens once
+                drop = self._checks.refused(state, self._text, cands, self._compiled.vocab)
             else:
                 text, tb = self._text, self._token_bytes
                 drop = [t for t in cands.tolist() if self._checks.step(state, text, tb[t]) is None]
@@ -199,14 +205,25 @@ def _takes_text(checks) -> bool:
     return hit
 
 
+_REFUSES: dict[type, bool] = {}
+
+
+def _refuses(checks) -> bool:
+    """Whether ``checks`` are `SupportsRefusal` (memoised per class: a protocol check
+    costs microseconds, and `CheckedMatcher.mask` asks at every step)."""
+    hit = _REFUSES.get(type(checks))
+    if hit is None:
+        hit = _REFUSES[type(checks)] = isinstance(checks, SupportsRefusal)
+    return hit
+
+
 def witnesses_of(checks) -> tuple[bytes, ...]:
     """The checks' ``witnesses()`` (none if they have no such method), memoised per
     ``content_hash()``."""
     key = checks.content_hash()
     hit = _WITNESSES.get(key)
     if hit is None:
-        own = getattr(checks, "witnesses", None)
-        hit = tuple(own()) if callable(own) else ()
+        hit = tuple(checks.witnesses()) if isinstance(checks, SupportsWitnesses) else ()
         if len(_WITNESSES) >= 256:
             _WITNESSES.clear()
         _WITNESSES[key] = hit

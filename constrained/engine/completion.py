@@ -44,6 +44,12 @@ from constrained.automata.byte_dfa import START
 from constrained.engine.earley import SELF
 from constrained.engine.recognizer import BOUNDARY, DEAD_STATE
 from constrained.errors import MatcherError
+from constrained.grammar.checks import (
+    SupportsBlankInsignificance,
+    SupportsDeficit,
+    SupportsFailure,
+    SupportsPadding,
+)
 
 MAX_COMPLETION_BYTES = 1 << 16     # the grammar completion is computed whole anyway; past this it is not verified
 MAX_CHECKED_EXPANSIONS = 4000     # A* expansions before `checked_completion` gives up
@@ -414,8 +420,7 @@ def checked_completion(rec, sid: int, checks, cstate, text: bytes, *, witnesses:
         hit = memo[key] = (found, proven)
     found, proven = hit
     if found is None and strict and not proven:
-        failure = getattr(checks, "failure", None)
-        f = failure(cstate, text, first) if failure is not None else None
+        f = checks.failure(cstate, text, first) if isinstance(checks, SupportsFailure) else None
         raise CompletionSearchError(keyword=None if f is None else f.keyword,
                                     pointer="" if f is None else f.pointer, expansions=max_expansions)
     return found
@@ -426,12 +431,11 @@ def _padded(rec, sid: int, checks, cstate, text: bytes, first: bytes) -> bytes |
     elements grown by copies of its last one (``checks.pad``), where that passes every
     check and the grammar: ``minItems`` above what the grammar counts asks for hundreds
     of elements, past any byte-wise search's budget.  None otherwise."""
-    pad, failure_of = getattr(checks, "pad", None), getattr(checks, "failure", None)
-    if pad is None or failure_of is None:
+    if not isinstance(checks, SupportsPadding) or not isinstance(checks, SupportsFailure):
         return None
-    f = failure_of(cstate, text, first)
-    padded = pad(cstate, text, first, f) if f is not None else None
-    if padded is None or failure_of(cstate, text, padded) is not None or not rec.accepting(rec.feed(sid, padded)):
+    f = checks.failure(cstate, text, first)
+    padded = checks.pad(cstate, text, first, f) if f is not None else None
+    if padded is None or checks.failure(cstate, text, padded) is not None or not rec.accepting(rec.feed(sid, padded)):
         return None
     return padded
 
@@ -456,10 +460,10 @@ def _repair(rec, tables: _CompletionTables, sid: int, checks, cstate, text: byte
     equally short variants); this one changes only the value that is wrong.  Short, not
     provably shortest; None where a value cannot be rewritten within the budget (or
     the checks cannot say where they fail)."""
-    failure_of = getattr(checks, "failure", None)
+    failure_of = checks.failure if isinstance(checks, SupportsFailure) else None
     if failure_of is None:
         return None
-    pad = getattr(checks, "pad", None)
+    pad = checks.pad if isinstance(checks, SupportsPadding) else None
     done = b""
     s, cs = sid, cstate
     for _ in range(MAX_REPAIRS):
@@ -499,7 +503,7 @@ def _repair(rec, tables: _CompletionTables, sid: int, checks, cstate, text: byte
                                    ("last byte", GREEDY_WEIGHT, False)):
             local = _a_star(rec, tables, s0, checks, cs0, base, len(c) - k, max_expansions // 3, merge=merge,
                             weight=weight, witnesses=witnesses if wit else None, goal=progress,
-                            deficit=getattr(checks, "deficit", None))
+                            deficit=checks.deficit if isinstance(checks, SupportsDeficit) else None)
             if local is not None:
                 break
         if local is None:
@@ -534,7 +538,7 @@ def _a_star(rec, tables: _CompletionTables, sid: int, checks, cstate, text: byte
     closed: set = set()
     expansions = 0
     # blanks outside strings mean nothing to a value check: taken only on the grammar's shortest way
-    insignificant = getattr(checks, "blank_is_insignificant", None)
+    insignificant = checks.blank_is_insignificant if isinstance(checks, SupportsBlankInsignificance) else None
     starts = () if witnesses is None else sorted(dict.fromkeys(w[k:] for w in witnesses for k in range(len(w))),
                                                  key=len)
     while heap and expansions < max_expansions:

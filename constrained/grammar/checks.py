@@ -92,3 +92,24 @@ class SupportsBlankInsignificance(Protocol):
     whitespace between tokens (outside every string), which the search then skips."""
 
     def blank_is_insignificant(self, state: Any) -> bool: ...
+
+
+@runtime_checkable
+class SupportsPadding(Protocol):
+    """``pad(state, text, data, failure) -> bytes | None``: ``data`` (a completion of
+    ``text``) with the container ``failure`` refuses for too few elements grown until
+    it passes (a ``minItems`` above what the grammar counts), or None; the completion
+    search tries it where writing hundreds of elements is past its budget."""
+
+    def pad(self, state: Any, text: bytes, data: bytes, failure: Any) -> bytes | None: ...
+
+
+@runtime_checkable
+class SupportsRefusal(Protocol):
+    """``refused(state, text, ids, vocab) -> list[int]``: the tokens of ``ids`` after
+    which ``step`` returns None, computed as the checks see fit (e.g. one simulation
+    per class of tokens that differ only in blanks); `CheckedMatcher` otherwise
+    simulates every candidate with ``step``."""
+
+    def refused(self, state: Any, text: bytes | bytearray, ids: np.ndarray, vocab: TokenVocabulary) -> list[int]: ...
+

@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from constrained.errors import UnsupportedGrammarError
+from constrained.grammar.checks import SupportsDeficit, SupportsFailure, SupportsWitnesses
 from constrained.grammar.ir import Grammar, Rule, TerminalDef
 
 if TYPE_CHECKING:
@@ -466,7 +467,7 @@ class SectionChecks:
     def deficit(self, state: tuple) -> int:
         """The sections' own lower bounds on the bytes their open containers still need."""
         return sum(inner.deficit(e[0]) for (_, inner, _), e in zip(self.sections, state[1])
-                   if callable(getattr(inner, "deficit", None)))
+                   if isinstance(inner, SupportsDeficit))
 
     def blank_is_insignificant(self, state: tuple) -> bool:
         """Whether a blank read in ``state`` means nothing to any check: no section is inside a
@@ -506,16 +507,16 @@ class SectionChecks:
                 if ends and not self._root_ok(k, whole, b"", vstart, stop):
                     return self._root_failure(k, whole, vstart, stop)
             if k in inside and inner.step(inner_state, whole[:at], whole[at:at + 1]) is None:
-                own = getattr(inner, "failure", None)
-                return own(inner_state, whole[:at], whole[at:at + 1]) if callable(own) else None
+                return inner.failure(inner_state, whole[:at], whole[at:at + 1]) \
+                    if isinstance(inner, SupportsFailure) else None
         return None
 
     def _root_failure(self, k: int, whole: bytes, start: int, end: int):
         """A section's root scalar or string ``whole[start:end]`` refused: its checks' own account,
         moved to where the value is in the text."""
         inner = self.sections[k][1]
-        own = getattr(inner, "failure", None)
-        f = own(inner.start(), b"", whole[start:end]) if callable(own) else None
+        own = inner.failure if isinstance(inner, SupportsFailure) else None
+        f = own(inner.start(), b"", whole[start:end]) if own is not None else None
         if f is not None:
             f.offset, f.value_start, f.value_end = f.offset + start, f.value_start + start, f.value_end + start
         return f
@@ -523,7 +524,6 @@ class SectionChecks:
     def witnesses(self) -> tuple[bytes, ...]:
         out: dict[bytes, None] = {}
         for _, inner, _ in self.sections:
-            own = getattr(inner, "witnesses", None)
-            if callable(own):
-                out.update(dict.fromkeys(own()))
+            if isinstance(inner, SupportsWitnesses):
+                out.update(dict.fromkeys(inner.witnesses()))
         return tuple(out)
