@@ -146,7 +146,6 @@ def compile_grammar(grammar: Grammar, vocab, *, cache_dir: str | Path | None = _
     with compile_deadline(timeout):          # one deadline for the whole call
         tables = ParserTables.from_grammar(grammar)
         parser = EarleyParser(tables)
-        check_deadline(what="after grammar analysis")
         used = {s for rhs in tables.rule_rhs for s in rhs if s < tables.num_terminals}
         term_of = {t.name: t for t in grammar.terminals}
         names = list(tables.terminal_names) + list(grammar.ignore)

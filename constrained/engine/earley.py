@@ -67,7 +67,9 @@ class ParserTables:
         """Number the grammar and drop rules that use non-productive symbols.
 
         Honours the open compile deadline (`constrained.deadline`), checked every
-        `DEADLINE_EVERY` rules: past it `CompileTimeoutError` names the rule reached."""
+        `DEADLINE_EVERY` rules and every 65,536 symbols of the fixpoints (checks in
+        proportion to the work done: a small grammar is never checked): past it
+        `CompileTimeoutError` names the rule reached or the step."""
         terms = [t.name for t in grammar.terminals]
         tindex = {n: i for i, n in enumerate(terms)}
         nts = list(dict.fromkeys(r.lhs for r in grammar.rules))
@@ -80,11 +82,12 @@ class ParserTables:
         rules = []
         count = len(grammar.rules)
         for i, r in enumerate(grammar.rules):
-            if not i % DEADLINE_EVERY:
+            if i % DEADLINE_EVERY == DEADLINE_EVERY - 1:      # in proportion to the work: a small grammar never
                 check_deadline(rule=str(r.lhs), what=f"numbering rule {i} of {count}")
             rules.append((nindex[r.lhs], tuple(sym(s) for s in r.rhs)))
         productive = derivable(rules, _checking(lambda s: s < n_terms, "finding the productive rules"))
-        check_deadline(what="finding the reachable rules")
+        if len(rules) >= DEADLINE_EVERY:
+            check_deadline(what="finding the reachable rules")
         start = nindex[grammar.start]
         if start not in productive:
             raise EmptyLanguageError(f"start symbol {grammar.start!r} derives no string "
@@ -117,7 +120,6 @@ class ParserTables:
 def _checking(base, what: str):
     """``base`` (a symbol predicate of `derivable`), checking the open deadline every 65,536
     calls (once per symbol of every rule): `derivable` cannot check it itself."""
-    check_deadline(what=what)
     if remaining() is None:
         return base
     calls = 0
@@ -169,7 +171,7 @@ class EarleyParser:
         lhs_at: list[int] = []
         rule_at: list[int] = []
         for r, rhs in enumerate(tables.rule_rhs):
-            if not r % DEADLINE_EVERY:
+            if r % DEADLINE_EVERY == DEADLINE_EVERY - 1:
                 check_deadline(what=f"numbering the dotted rules ({r} of {len(tables.rule_rhs)})")
             self._offsets.append(len(sym_at))
             sym_at.extend(rhs)
