@@ -126,6 +126,8 @@ class _DeadlinePassed(BaseException):
     BaseException, so the code's own ``except Exception`` handlers let it through)."""
 
 
+_REFIRE_SECONDS = 0.05   # an interrupt not delivered (lost in a gc callback) is raised again after this
+
 _set_async_exc = getattr(getattr(ctypes, "pythonapi", None), "PyThreadState_SetAsyncExc", None)
 
 
@@ -137,9 +139,11 @@ def interrupt_at_deadline(**where) -> Iterator[None]:
     Python without ``PyThreadState_SetAsyncExc``, the code runs unbounded and the
     deadline is checked when it returns.
 
-    A timer thread raises `_DeadlinePassed` in this thread when the time is up; leaving
-    the block first disarms it, under a lock, and withdraws an exception raised but not
-    yet delivered, so nothing reaches code after the block.
+    A timer thread raises `_DeadlinePassed` in this thread when the time is up, and again
+    every `_REFIRE_SECONDS` while the block runs (an exception delivered inside a gc
+    callback, e.g. hypothesis's, is ignored by the interpreter and lost); leaving the
+    block first disarms it, under a lock, and withdraws an exception raised but not yet
+    delivered, so nothing reaches code after the block.
 
     >>> with compile_deadline(0.05), interrupt_at_deadline(what="in a loop"):
     ...     while True:
@@ -155,27 +159,45 @@ def interrupt_at_deadline(**where) -> Iterator[None]:
         return
     thread = ctypes.c_ulong(threading.get_ident())
     lock = threading.Lock()
-    state = {"done": False, "fired": False}
+    state: dict = {"done": False, "fired": False, "timer": None}
+
+    def arm(seconds: float) -> None:
+        timer = threading.Timer(seconds, fire)
+        timer.daemon = True
+        state["timer"] = timer
+        timer.start()
 
     def fire() -> None:
         with lock:
             if not state["done"]:
                 state["fired"] = True
                 _set_async_exc(thread, ctypes.py_object(_DeadlinePassed))
+                # delivered inside a callback whose exceptions the interpreter ignores (a
+                # gc callback, a __del__), the exception is lost: raise it again until the
+                # block is left
+                arm(_REFIRE_SECONDS)
 
-    timer = threading.Timer(left, fire)
-    timer.daemon = True
+    def disarm() -> None:
+        while True:
+            try:
+                with lock:
+                    state["done"] = True             # no more firing
+                    if state["fired"]:
+                        _set_async_exc(thread, None)     # raised but not delivered yet: withdraw it
+                    state["timer"].cancel()
+                return
+            except _DeadlinePassed:                  # delivered while disarming: again, now disarmed
+                continue
+
     try:
-        timer.start()
+        with lock:
+            arm(left)
         try:
             yield
         finally:
-            with lock:
-                state["done"] = True
-                if state["fired"]:
-                    _set_async_exc(thread, None)     # raised but not delivered yet: withdraw it
-            timer.cancel()
+            disarm()
     except _DeadlinePassed:
+        disarm()
         raise timeout_error(**where) from None
     if state["fired"]:
         raise timeout_error(**where)
