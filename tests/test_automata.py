@@ -84,6 +84,14 @@ def test_pathological_regexes_fail_fast_with_typed_errors(pattern: str, kind: ty
         assert info.value.pattern == pattern
 
 
+def test_nested_bounded_repetitions_are_refused_before_their_sets_fill_memory() -> None:
+    # few automaton states, each a set of ~16,000 NFA states: bounded by the NFA states the
+    # construction holds (it took gigabytes before), with the default state limits
+    with pytest.raises(CompileLimitError) as info:
+        compile_regex.__wrapped__(r"(?:(?:x?){0,127}){0,127}")
+    assert info.value.limit == "max_subset_elements"
+
+
 def test_regex_error_names_position() -> None:
     with pytest.raises(RegexError) as info:
         compile_regex("ab[c")

@@ -50,6 +50,10 @@ DEAD = 0
 START = 1
 DEFAULT_MAX_STATES = 20_000
 DEFAULT_MAX_NFA_STATES = 400_000
+# NFA states summed over the subset construction's sets (epsilon closures and DFA states):
+# each costs ~10-20 bytes in a frozenset, so this bounds its memory (~100-200 MB) where a
+# few states are each a huge set (nested bounded repetitions: (?:(?:x?){0,127}){0,127})
+MAX_SUBSET_ELEMENTS = 8_000_000
 _INT_KEY_SPAN = 2 ** 62  # product tuples are keyed by a mixed-radix int64 below this many tuples
 
 
@@ -270,13 +274,23 @@ def _determinize(nfa: _NFABuilder, start: int, final: int,
 
     def closure(t: int) -> frozenset[int]:
         c = closures[t] = _closure(eps, (t,)) if eps[t] else frozenset((t,))
+        hold(len(c))
         return c
+
+    held = [0]      # NFA states held by closures and subsets so far (what the memory grows with)
+
+    def hold(n: int) -> None:
+        held[0] += n
+        if held[0] > MAX_SUBSET_ELEMENTS:
+            raise CompileLimitError("regex automaton too large (its states are large sets of NFA states)",
+                                    limit="max_subset_elements", value=MAX_SUBSET_ELEMENTS, terminal=nfa.terminal)
 
     def state_id(tset: frozenset[int]) -> int:
         check_deadline(terminal=nfa.terminal)
         if len(order) >= max_states:
             raise CompileLimitError("regex needs too many automaton states",
                                     limit="max_dfa_states", value=max_states, terminal=nfa.terminal)
+        hold(len(tset))
         tid = ids[tset] = len(order)
         order.append(tset)
         return tid
