@@ -289,20 +289,9 @@ _MASK_SCHEMA = {"type": "object", "properties": {
 
 
 def _masks_along(cg, seed: int, steps: int = 30) -> list[bytes]:
-    import random
+    from constrained.testing.walks import masks_along
 
-    rng = random.Random(seed)
-    m = cg.matcher()
-    out = []
-    for _ in range(steps):
-        mask = m.mask()
-        out.append(mask.tobytes())
-        allowed = [t for t in np.flatnonzero(np.unpackbits(mask.view(np.uint8), bitorder="little")[:len(BYTES)])
-                   if t not in BYTES.eos_ids]
-        if not allowed:
-            break
-        assert m.advance(int(rng.choice(allowed)))
-    return out
+    return masks_along(cg, seed, steps)
 
 
 def _first_mask_and_step_past_their_deadline_keep_nothing() -> str:

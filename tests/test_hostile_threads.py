@@ -28,6 +28,7 @@ from constrained.engine.batch import fill_masks
 from constrained.errors import CompileTimeoutError, ConstrainedError
 from constrained.integrations.grammar_cache import GrammarCache
 from constrained.integrations.spec import ConstraintSpec
+from constrained.testing.walks import masks_along
 
 BYTES = TokenVocabulary.from_token_bytes([bytes([b]) for b in range(1, 128)] + [b""], eos_ids=[127])
 GRAMMARS = Path(__file__).resolve().parent.parent / "grammars"
@@ -111,7 +112,7 @@ def test_a_grammar_cache_hit_by_many_threads_gives_each_the_same_language() -> N
             cg = cache.get(spec)
         except ConstrainedError as e:
             return spec.key, type(e).__name__
-        return spec.key, hashlib.sha1(b"".join(m.tobytes() for m in _masks_along(cg, i))).hexdigest()
+        return spec.key, hashlib.sha1(b"".join(_masks_along(cg, i))).hexdigest()
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         got = list(pool.map(request, range(64)))
@@ -119,24 +120,14 @@ def test_a_grammar_cache_hit_by_many_threads_gives_each_the_same_language() -> N
         if requests[i] in bad:
             assert outcome in ("UnsatisfiableSchemaError", "GrammarSyntaxError"), outcome
         else:
-            want = hashlib.sha1(b"".join(m.tobytes() for m in _masks_along(reference[key], i))).hexdigest()
+            want = hashlib.sha1(b"".join(_masks_along(reference[key], i))).hexdigest()
             assert outcome == want
     stats = cache.stats()
     assert stats["size"] == len(specs) + len(bad) and stats["hits"] + stats["misses"] == 64
 
 
-def _masks_along(compiled, seed: int, steps: int = 12) -> list[np.ndarray]:
-    rng = random.Random(seed)
-    m = compiled.matcher()
-    masks = []
-    for _ in range(steps):
-        mask = m.mask()
-        masks.append(mask.copy())
-        allowed = _allowed(mask)
-        if not allowed:
-            break
-        assert m.advance(rng.choice(allowed))
-    return masks
+def _masks_along(compiled, seed: int, steps: int = 12) -> list[bytes]:
+    return masks_along(compiled, seed, steps)
 
 
 class _CountingCache(GrammarCache):

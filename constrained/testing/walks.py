@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 
 import numpy as np
@@ -62,3 +63,33 @@ def follow_mask(compiled, chooser, *, max_tokens: int = 64, eos_p: float = 0.3) 
         tokens.append(t)
         text += vocab.token_bytes[t]
     raise AssertionError("unreachable")    # pragma: no cover - the loop returns
+
+
+def masks_along(compiled, seed: int, steps: int) -> list[bytes]:
+    """The masks (as bytes) a seeded random walk meets: at each step the mask, then a
+    random allowed token other than EOS; the walk ends after ``steps`` masks, or where
+    only EOS (or nothing) is allowed.  Two compiles of the same grammar give the same
+    list: what thread and deadline tests compare.
+
+    Example:
+        >>> from constrained import Grammar, TokenVocabulary, compile_grammar
+        >>> vocab = TokenVocabulary.from_token_bytes([b"a", b"b", b""], eos_ids=[2])
+        >>> cg = compile_grammar(Grammar.from_regex("ab?"), vocab, cache_dir=None)
+        >>> len(masks_along(cg, seed=0, steps=5))      # 'a', then 'b' or EOS, then EOS only
+        3
+    """
+    rng = random.Random(seed)
+    vocab = compiled.vocab
+    eos = set(int(t) for t in vocab.eos_ids)
+    m = compiled.matcher()
+    out = []
+    for _ in range(steps):
+        mask = m.mask()
+        out.append(mask.tobytes())
+        allowed = [t for t in np.flatnonzero(unpack_mask(mask, len(vocab))).tolist() if t not in eos]
+        if not allowed:
+            break
+        if not m.advance(rng.choice(allowed)):
+            raise MaskInconsistency(f"the mask allowed a token that advance() refused (state {m.state_id})")
+    return out
+
