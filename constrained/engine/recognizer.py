@@ -200,10 +200,19 @@ class Recognizer:
             merged.add((self.parser.union(nodes), lex, q))
         return frozenset(merged)
 
-    def feed(self, sid: int, data: bytes) -> int:
-        """State after ``data``."""
+    def feed(self, sid: int, data: bytes, *, token: int | None = None) -> int:
+        """State after ``data``; an open deadline (`constrained.deadline`) is checked before
+        each byte not yet memoised (``token``: the token ``data`` spells, for its message)."""
+        start = sid
+        memo = self._byte_memo
         for b in data:
-            sid = self.byte_step(sid, b)
+            nxt = memo.get((sid, b))
+            if nxt is None:
+                if passed():
+                    raise timeout_error(what=f"reading {'token ' + str(token) if token is not None else 'bytes'}"
+                                             f" from state {start}")
+                nxt = self.byte_step(sid, b)
+            sid = nxt
             if sid == DEAD_STATE:
                 return DEAD_STATE
         return sid
@@ -217,28 +226,13 @@ class Recognizer:
         if 0 <= token < self.vocab_size and self.token_bytes[token]:
             opened = enter_deadline(self.timeout)      # compile_deadline, at a tenth of its cost
             try:
-                result = self._feed_checked(sid, self.token_bytes[token], token)
+                result = self.feed(sid, self.token_bytes[token], token=token)
             finally:
                 exit_deadline(opened)
         else:
             result = DEAD_STATE
         self._token_memo[key] = result
         return result
-
-    def _feed_checked(self, sid: int, data: bytes, token: int) -> int:
-        """`feed`, checking the open deadline before each byte not yet memoised."""
-        start = sid
-        memo = self._byte_memo
-        for b in data:
-            nxt = memo.get((sid, b))
-            if nxt is None:
-                if passed():
-                    raise timeout_error(what=f"reading token {token} from state {start}")
-                nxt = self.byte_step(sid, b)
-            sid = nxt
-            if sid == DEAD_STATE:
-                return DEAD_STATE
-        return sid
 
     # ------------------------------------------------------------------ queries
     def _cfg_accepting(self, cfg: Config) -> bool:
