@@ -29,35 +29,39 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from constrained.errors import ConstrainedError
+
+_DEFAULT: Any = object()      # compile_grammar's default token-table cache directory
 
 _CHECKED_SCHEMA = {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}
 
 
 def warm_up(vocab, *, formats: bool | Iterable[str] = True,
-            cache_dir: str | Path | None = None) -> dict[str, float]:
+            cache_dir: Any = _DEFAULT) -> dict[str, float]:
     """Build the vocabulary's shared structures and the format automata now; returns the
     seconds each part took (``trie``, ``value checks``, ``formats``).
 
     ``formats``: True for every built-in format, False for none, or the names to build.
     ``cache_dir``: the token-table cache directory later compiles use (`compile_grammar`'s
-    ``cache_dir``; the trie is shared whatever it is).  Formats too large for one automaton
+    ``cache_dir``, and its default when not given; the trie is shared whatever it is).  Formats too large for one automaton
     (``email``) are left to validation by the compiler either way; building them here only
     settles that once."""
     from constrained.automata.byte_dfa import compile_regex
     from constrained.engine.compiled import compile_grammar
-    from constrained.engine.token_tables import TokenTables
+    from constrained.engine.token_tables import TokenTables, default_cache_dir
     from constrained.grammar.ir import Grammar
 
     report: dict[str, float] = {}
     t0 = time.perf_counter()
-    tables = TokenTables.for_vocabulary(vocab, None if cache_dir is None else Path(cache_dir))
+    directory = default_cache_dir() if cache_dir is _DEFAULT else (None if cache_dir is None else Path(cache_dir))
+    tables = TokenTables.for_vocabulary(vocab, directory)
     tables.trie.scan_ids(compile_regex("[a-z]"), 1)        # the flat trie, and the compiled walk loaded
     report["trie"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    matcher = compile_grammar(Grammar.from_json_schema(_CHECKED_SCHEMA), vocab, cache_dir=cache_dir).matcher()
+    matcher = compile_grammar(Grammar.from_json_schema(_CHECKED_SCHEMA), vocab, cache_dir=directory).matcher()
     matcher.mask()                                          # value checks' token classes for the vocabulary
     report["value checks"] = time.perf_counter() - t0
 

@@ -63,7 +63,10 @@ class GrammarCache:
         from constrained.warmup import warm_up
 
         try:
-            warm_up(self.vocab, cache_dir=None if self._cache_dir is _DEFAULT else self._cache_dir)
+            if self._cache_dir is _DEFAULT:
+                warm_up(self.vocab)
+            else:
+                warm_up(self.vocab, cache_dir=self._cache_dir)
         finally:
             self.warmed.set()
 
