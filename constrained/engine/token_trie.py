@@ -37,8 +37,6 @@ import numpy as np
 from constrained.automata.byte_dfa import ByteDFA
 from constrained.engine.trie_walk import FlatTrie, walk
 
-_EMPTY = np.zeros(0, np.int64)
-
 
 @dataclass(frozen=True)
 class _Level:
@@ -48,18 +46,6 @@ class _Level:
     nend: np.ndarray       # int32: tokens equal to the prefix (the first of its run)
     child_lo: np.ndarray   # int32: its children in the next level
     child_hi: np.ndarray
-    parent: np.ndarray     # int32: its parent in the previous level (0 at depth 1)
-    end_node: np.ndarray   # int32: the nodes tokens end at, once per token
-    end_token: np.ndarray  # int32: those tokens
-
-
-def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """``concatenate([arange(s, s + c) for s, c in zip(starts, counts)])`` without a loop."""
-    total = int(counts.sum())
-    if total == 0:
-        return _EMPTY
-    before = np.cumsum(counts) - counts
-    return np.repeat(starts - before, counts) + np.arange(total)
 
 
 class VocabTrie:
@@ -102,21 +88,12 @@ class VocabTrie:
                 child_lo = np.searchsorted(creators_next, creators, side="left")
                 child_hi = np.searchsorted(creators_next, hi, side="left")
             nend = np.where(lengths[creators] == d, run[creators], 0)
-            ending = np.flatnonzero(nend)
-            i32 = np.int32      # half the memory of int64 (~9 MB for a 128k-token vocabulary)
+            i32 = np.int32      # half the memory of int64
             self.levels.append(_Level(byte=mat[creators, d - 1].astype(i32), lo=creators.astype(i32),
                                       hi=hi.astype(i32), nend=nend.astype(i32), child_lo=child_lo.astype(i32),
-                                      child_hi=child_hi.astype(i32), parent=np.zeros(len(creators), i32),
-                                      end_node=np.repeat(ending, nend[ending]).astype(i32),
-                                      end_token=self.order[_ranges(creators[ending], nend[ending])].astype(i32)))
-            if creators_next is not None:   # the next level's parents
-                self.levels[-2].parent[:] = np.repeat(np.arange(len(creators)), child_hi - child_lo)
+                                      child_hi=child_hi.astype(i32)))
             creators_next = creators
         self.levels.reverse()              # levels[d - 1] holds depth d
-        if self.levels:
-            first = self.levels[0]
-            self._by_first_byte = np.full(256, -1, np.int64)
-            self._by_first_byte[first.byte] = np.arange(len(first.byte))
         self.num_nodes = sum(len(lv.byte) for lv in self.levels)
 
     def scan(self, dfa: ByteDFA, state: int,

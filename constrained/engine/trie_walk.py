@@ -108,12 +108,15 @@ def walk(flat: FlatTrie, dfa: ByteDFA, state: int,
     ids = flat.order[inside_pos[:n_inside]]
     if n_split == 0:
         return ids, _EMPTY, _EMPTY
-    lo, hi = split_lo[:n_split].astype(np.int64), split_hi[:n_split].astype(np.int64)
-    counts = hi - lo
-    total = int(counts.sum())
+    lo = split_lo[:n_split].astype(np.int64)
+    counts = split_hi[:n_split].astype(np.int64) - lo
+    return ids, flat.order[_ranges(lo, counts)], np.repeat(split_depth[:n_split].astype(np.int64), counts)
+
+
+def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """``concatenate([arange(s, s + c) for s, c in zip(starts, counts)])`` without a loop."""
     before = np.cumsum(counts) - counts
-    positions = np.repeat(lo - before, counts) + np.arange(total)
-    return ids, flat.order[positions], np.repeat(split_depth[:n_split].astype(np.int64), counts)
+    return np.repeat(starts - before, counts) + np.arange(int(counts.sum()))
 
 
 @functools.cache
