@@ -58,6 +58,7 @@ import numpy as np
 
 from constrained.engine.matcher import Matcher
 from constrained.grammar.checks import SupportsRefusal, SupportsWitnesses
+from constrained.masks import set_token_bits
 
 
 class CheckedMatcher(Matcher):
@@ -98,13 +99,11 @@ class CheckedMatcher(Matcher):
                 drop = [t for t in cands.tolist() if self._checks.step(state, text, tb[t]) is None]
             if drop:
                 out = m.copy()
-                for t in drop:
-                    out[t >> 5] &= np.int32(~(1 << (t & 31)) if (t & 31) != 31 else 0x7FFFFFFF)
+                set_token_bits(out, drop, False)
         if super().is_accepting() and not self._checks.accepts_end(state, self._text):
             if out is None:
                 out = m.copy()
-            for t in self._eos:
-                out[t >> 5] &= np.int32(~(1 << (t & 31)) if (t & 31) != 31 else 0x7FFFFFFF)
+            set_token_bits(out, self._eos, False)
         return m if out is None else out
 
     def allows(self, token: int) -> bool:
