@@ -54,16 +54,11 @@ def compile_deadline(timeout: float | None) -> Iterator[None]:
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
                                 or not timeout >= 0):
         raise InvalidTimeoutError(f"timeout must be None or a number of seconds >= 0, not {timeout!r}")
-    outer = _active.get()
-    if timeout is None:
-        yield
-        return
-    mine = (time.monotonic() + timeout, timeout)
-    token = _active.set(mine if outer is None or mine[0] < outer[0] else outer)
+    token = enter_deadline(timeout)
     try:
         yield
     finally:
-        _active.reset(token)
+        exit_deadline(token)
 
 
 def enter_deadline(timeout: float | None) -> Token | None:
@@ -104,8 +99,7 @@ def check_deadline(*, keyword: str | None = None, pointer: str | None = None, te
 
     ``keyword``/``pointer`` (a JSON Schema's), ``terminal``, or ``rule``/``line`` (a
     grammar's) say what was being compiled; ``what`` says more in the message."""
-    active = _active.get()
-    if active is not None and time.monotonic() > active[0]:
+    if passed():
         raise timeout_error(keyword=keyword, pointer=pointer, terminal=terminal, rule=rule, line=line, what=what)
 
 
