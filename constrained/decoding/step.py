@@ -70,10 +70,8 @@ def only_eos(mask: np.ndarray, eos: Iterable[int]) -> bool:
         >>> only_eos(np.array([0b100], np.int32), [2]), only_eos(np.array([0b110], np.int32), [2])
         (True, False)
     """
-    rest = np.array(mask, dtype=np.uint32, copy=True)
-    for t in eos:
-        if t >> 5 < len(rest):
-            rest[t >> 5] &= ~np.uint32(1 << (t & 31))
+    rest = np.array(mask, dtype=np.int32, copy=True)
+    set_token_bits(rest, [t for t in eos if t >> 5 < len(rest)], False)
     return not rest.any()
 
 
