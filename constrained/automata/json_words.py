@@ -65,10 +65,6 @@ def json_string_except_regex(words: Sequence[str]) -> str:
     return EXCEPT_MARKER + _encode(words) + ")"
 
 
-def is_marker(regex: str) -> bool:
-    return regex.startswith(WORDS_MARKER) or regex.startswith(EXCEPT_MARKER)
-
-
 def parse_marker(regex: str) -> tuple[bool, tuple[str, ...]]:
     """``(except, words)`` of a marker regex; `RegexError` if it is malformed."""
     excluding = regex.startswith(EXCEPT_MARKER)
