@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import re
 
+from constrained.automata.json_words import (
+    STRING_REGEX as STRING_REGEX,  # (one definition: the words automata fall off into it)
+)
 from constrained.grammar.ir import Rule, TerminalDef, derivable
 
 NUMBER_REGEX = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
-STRING_REGEX = r'"(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*"'
 RAW_STRING_REGEX = r'"[^"\\\x00-\x1f]*"'     # JSON strings written without escapes
 
 Alternatives = list[tuple[str, ...]]
