@@ -400,11 +400,15 @@ class JsonValueChecks:
     def witnesses(self) -> tuple[bytes, ...]:
         """Short string contents the schema is likely to accept (its formats' and patterns'
         shortest matches, enum/const/examples strings), JSON-escaped: what the completion
-        search writes inside strings that only a check decides."""
-        from constrained.json_schema.witnesses import string_witnesses
+        search writes inside strings that only a check decides; then numbers that meet the
+        numeric keywords of one, two or three sub-schemas at once (``multipleOf`` of each
+        and the bounds: `constrained.json_schema.witnesses.number_witnesses`), which the
+        search also writes where a value starts."""
+        from constrained.json_schema.witnesses import number_witnesses, string_witnesses
 
-        return tuple(json.dumps(w, ensure_ascii=False)[1:-1].encode("utf-8")
-                     for w in string_witnesses(self.index.document))
+        doc = self.index.document
+        out = [json.dumps(w, ensure_ascii=False)[1:-1].encode("utf-8") for w in string_witnesses(doc)]
+        return tuple(dict.fromkeys(out + [w.encode() for w in number_witnesses(doc)]))
 
     def cursor(self, items) -> CheckCursor | None:
         """The cursor of a place where ``items`` apply (None: nothing below is checked)."""

@@ -26,6 +26,7 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from functools import lru_cache
@@ -260,3 +261,294 @@ def _subschemas(node: Any):
             stack.extend(x.values())
         elif isinstance(x, list):
             stack.extend(x)
+
+
+# ---------------------------------------------------------------------- numbers
+
+MAX_NUMBER_WITNESSES = 16     # number candidates kept per schema
+MAX_NUMBER_NODES = 16         # sub-schemas with numeric keywords considered (in document order)
+MAX_NUMBER_COMBOS = 256       # conjunctions of them tried (singles, then pairs, then triples)
+MAX_NUMBER_TRIES = 32         # multiples tried per conjunction against its sub-schemas' other keywords
+MAX_GRID_DIGITS = 12          # bounds without multipleOf: a step of 1, 0.1, ... down to 1e-12
+_NUMERIC_KEYWORDS = ("multipleOf", "divisibleBy", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+
+
+class NumberConstraints:
+    """What a conjunction of numeric keywords asks of a number: every ``multiples``
+    divides it, it lies within ``lower`` / ``upper`` (``(bound, exclusive)`` or None),
+    and it is an integer where ``integer``.  Exact (`fractions.Fraction`; a JSON number
+    such as ``0.1`` is read as the decimal it spells, not as its binary float).
+
+    Example:
+        >>> c = NumberConstraints.of({"type": "integer", "multipleOf": 4, "allOf": [{"minimum": 100}]})
+        >>> c.merge(NumberConstraints.of({"multipleOf": 11})).smallest()
+        Fraction(132, 1)
+    """
+
+    __slots__ = ("multiples", "lower", "upper", "integer")
+
+    def __init__(self, multiples=(), lower=None, upper=None, integer: bool = False) -> None:
+        from fractions import Fraction
+
+        self.multiples: tuple = tuple(Fraction(m) for m in multiples)
+        self.lower: tuple | None = None if lower is None else (Fraction(lower[0]), bool(lower[1]))
+        self.upper: tuple | None = None if upper is None else (Fraction(upper[0]), bool(upper[1]))
+        self.integer = bool(integer)
+
+    def __repr__(self) -> str:
+        return (f"NumberConstraints(multiples={[str(m) for m in self.multiples]}, lower={self.lower}, "
+                f"upper={self.upper}, integer={self.integer})")
+
+    @classmethod
+    def of(cls, node: Any, _depth: int = 0) -> NumberConstraints | None:
+        """The numeric keywords of the schema ``node`` and of its ``allOf`` branches (drafts 3
+        to 2020-12: ``divisibleBy``, a boolean ``exclusiveMinimum`` beside ``minimum``);
+        None where it has none, or one that is not a number (a malformed schema: a
+        non-positive ``multipleOf``)."""
+        if not isinstance(node, dict):
+            return None
+        out, found = cls(integer=_integer_only(node.get("type"))), False
+        for key in ("multipleOf", "divisibleBy"):
+            if key in node:
+                m = _exact(node[key])
+                if m is None or m <= 0:
+                    return None
+                out.multiples += (m,)
+                found = True
+        for key, excl_key, side in (("minimum", "exclusiveMinimum", "lower"), ("maximum", "exclusiveMaximum", "upper")):
+            excl = node.get(excl_key)
+            if key in node:
+                b = _exact(node[key])
+                if b is None:
+                    return None
+                out = out._bound(side, b, excl is True)
+                found = True
+            if excl is not None and not isinstance(excl, bool):
+                b = _exact(excl)
+                if b is None:
+                    return None
+                out = out._bound(side, b, True)
+                found = True
+        if isinstance(node.get("allOf"), list) and _depth < 8:
+            for sub in node["allOf"]:
+                c = cls.of(sub, _depth + 1)
+                if c is not None:
+                    out, found = out.merge(c), True
+        return out if found else None
+
+    def _bound(self, side: str, value, exclusive: bool) -> NumberConstraints:
+        new = (value, exclusive)
+        if side == "lower":
+            keep = self.lower is None or value > self.lower[0] or (value == self.lower[0] and exclusive)
+            return NumberConstraints(self.multiples, new if keep else self.lower, self.upper, self.integer)
+        keep = self.upper is None or value < self.upper[0] or (value == self.upper[0] and exclusive)
+        return NumberConstraints(self.multiples, self.lower, new if keep else self.upper, self.integer)
+
+    def merge(self, other: NumberConstraints) -> NumberConstraints:
+        """The conjunction of both."""
+        out = NumberConstraints(self.multiples + other.multiples, self.lower, self.upper,
+                                self.integer or other.integer)
+        if other.lower is not None:
+            out = out._bound("lower", *other.lower)
+        if other.upper is not None:
+            out = out._bound("upper", *other.upper)
+        return out
+
+    def admits(self, x) -> bool:
+        """Whether the exact number ``x`` meets every constraint."""
+        from fractions import Fraction
+
+        x = Fraction(x)
+        if self.integer and x.denominator != 1:
+            return False
+        if any((x / m).denominator != 1 for m in self.multiples):
+            return False
+        if self.lower is not None and (x < self.lower[0] or (self.lower[1] and x == self.lower[0])):
+            return False
+        if self.upper is not None and (x > self.upper[0] or (self.upper[1] and x == self.upper[0])):
+            return False
+        return True
+
+    def step(self):
+        """The least common multiple of the ``multiples`` (and 1 for an integer): every
+        admitted number is a multiple of it.  None where nothing is asked."""
+        from fractions import Fraction
+        from math import gcd
+
+        out = None
+        for m in self.multiples + ((Fraction(1),) if self.integer else ()):
+            if out is None:
+                out = m
+            else:                   # lcm(a/b, c/d) = lcm(a, c) / gcd(b, d), both in lowest terms
+                num = out.numerator * m.numerator // gcd(out.numerator, m.numerator)
+                out = Fraction(num, gcd(out.denominator, m.denominator))
+        return out
+
+    def candidates(self, limit: int = MAX_NUMBER_TRIES):
+        """Admitted numbers nearest zero first (at equal distance the positive one), at most
+        ``limit``: the multiples of `step` within the bounds; without a step, those of the
+        coarsest power of ten (1, 0.1, ... 1e-12) that has one within them."""
+        from fractions import Fraction
+
+        step = self.step()
+        grids = [step] if step is not None else [Fraction(1, 10 ** k) for k in range(MAX_GRID_DIGITS + 1)]
+        for s in grids:
+            found = list(itertools.islice(self._multiples(s), limit))
+            if found:
+                return found
+        return []
+
+    def smallest(self):
+        """The admitted number nearest zero (see `candidates`), None where there is none."""
+        found = self.candidates(1)
+        return found[0] if found else None
+
+    def _multiples(self, s):
+        """Multiples of ``s`` admitted, nearest zero first."""
+        lo = None if self.lower is None else self.lower[0]
+        hi = None if self.upper is None else self.upper[0]
+        if lo is not None and hi is not None and lo > hi:
+            return
+        if (lo is None or lo < 0 or (lo == 0 and not self.lower[1])) and \
+                (hi is None or hi > 0 or (hi == 0 and not self.upper[1])):
+            order = _outward(0)                    # 0, 1, -1, 2, -2, ... (times s)
+        elif lo is not None and lo >= 0:
+            order = itertools.count(_ceil(lo / s))
+        else:
+            order = itertools.count(_floor(hi / s), -1)
+        misses = 0
+        for n in order:
+            x = n * s
+            if self.admits(x):
+                misses = 0
+                yield x
+            else:
+                misses += 1
+                if misses > 2:                     # past a bound (the first steps may sit on an exclusive one)
+                    return
+
+
+def _outward(start: int):
+    yield start
+    for k in itertools.count(1):
+        yield start + k
+        yield start - k
+
+
+def _ceil(q) -> int:
+    return -((-q.numerator) // q.denominator)
+
+
+def _floor(q) -> int:
+    return q.numerator // q.denominator
+
+
+def _integer_only(t: Any) -> bool:
+    """Whether a ``type`` admits integers but no other numbers."""
+    return t == "integer" or (isinstance(t, list) and "integer" in t and "number" not in t)
+
+
+def _exact(v: Any):
+    """A JSON number as the exact decimal it spells (None: not a finite number)."""
+    from decimal import Decimal
+    from fractions import Fraction
+
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    if isinstance(v, int):
+        return Fraction(v)
+    if v != v or v in (float("inf"), float("-inf")):
+        return None
+    return Fraction(Decimal(repr(v)))
+
+
+def number_text(x) -> str | None:
+    """The shortest JSON text of the exact number ``x`` without an exponent (``132``,
+    ``-0.25``); None where it has no finite decimal expansion or is longer than
+    `MAX_WITNESS_CHARS`."""
+    from fractions import Fraction
+
+    x = Fraction(x)
+    d, k = x.denominator, 0
+    while d % 10 == 0:
+        d //= 10
+        k += 1
+    while d % 2 == 0 or d % 5 == 0:
+        d //= 2 if d % 2 == 0 else 5
+        k += 1
+    if d != 1:
+        return None
+    if k == 0:
+        text = str(x.numerator)
+    else:
+        digits = str(abs(x.numerator) * 10 ** k // x.denominator).rjust(k + 1, "0")
+        text = ("-" if x < 0 else "") + digits[:-k] + "." + digits[-k:]
+    return text if len(text) <= MAX_WITNESS_CHARS else None
+
+
+def number_witnesses(schema: Any) -> list[str]:
+    """JSON number texts that meet the numeric keywords of one sub-schema of ``schema``, or
+    of two or three at once (an element under an ``items`` of one ``oneOf`` branch and the
+    ``contains`` of another: a multiple of 4 and of 11, at least 100, is ``132``): per
+    conjunction the admitted number nearest zero (`NumberConstraints`) that the
+    sub-schemas' other keywords (``not``, ``enum``...) also accept, per `jsonschema` of
+    the document's draft.  Candidates for the completion search, which writes them where
+    a value starts; at most `MAX_NUMBER_WITNESSES`, shortest first.
+
+    Example:
+        >>> number_witnesses({"oneOf": [{"items": {"multipleOf": 4}},
+        ...                             {"contains": {"multipleOf": 11, "minimum": 100}}]})
+        ['0', '110', '132']
+    """
+    return list(_number_witnesses(json.dumps(schema, sort_keys=True, default=str)))
+
+
+@lru_cache(maxsize=64)
+def _number_witnesses(document: str) -> tuple[str, ...]:
+    doc = json.loads(document)
+    nodes = []
+    for node in _subschemas(doc):
+        if any(k in node and isinstance(node[k], (int, float)) and not isinstance(node[k], bool)
+               for k in _NUMERIC_KEYWORDS):
+            c = NumberConstraints.of(node)
+            if c is not None:
+                nodes.append((node, c))
+                if len(nodes) >= MAX_NUMBER_NODES:
+                    break
+    if not nodes:
+        return ()
+    valid = _node_validator(doc)
+    combos = itertools.islice(itertools.chain.from_iterable(
+        itertools.combinations(range(len(nodes)), r) for r in (1, 2, 3)), MAX_NUMBER_COMBOS)
+    out: list[str] = []
+    for combo in combos:
+        c = nodes[combo[0]][1]
+        for j in combo[1:]:
+            c = c.merge(nodes[j][1])
+        for x in c.candidates():
+            text = number_text(x)
+            if text is not None and all(valid(nodes[j][0], json.loads(text)) for j in combo):
+                if text not in out:
+                    out.append(text)
+                break
+    return tuple(sorted(out, key=len)[:MAX_NUMBER_WITNESSES])
+
+
+def _node_validator(document: Any):
+    """``valid(node, value)``: whether the sub-schema ``node`` of ``document`` accepts
+    ``value`` (its ``$ref`` resolved in the document); True where `jsonschema` cannot say
+    (the candidate is checked by the search anyway)."""
+    try:
+        from constrained.json_schema.dialect import dialect_of
+
+        root = dialect_of(document).validator_class(document)
+    except Exception:  # noqa: BLE001 - a document jsonschema cannot load: candidates unfiltered
+        return lambda node, value: True
+
+    def valid(node, value) -> bool:
+        try:
+            return bool(root.evolve(schema=node).is_valid(value))
+        except Exception:  # noqa: BLE001 - an unresolvable $ref, ...: let the search decide
+            return True
+
+    return valid
