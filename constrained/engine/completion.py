@@ -37,6 +37,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+import re
 
 import numpy as np
 
@@ -62,6 +63,8 @@ _STRUCTURAL = frozenset(b'"\\{}[],: \t\n\r')
 # bytes in the order completions prefer them: printable ASCII (space first), then the rest
 _PREFERRED = np.array(list(range(0x20, 0x7F)) + [b for b in range(256) if not 0x20 <= b < 0x7F])
 _INF = math.inf
+_NUMBER_BYTES = frozenset(b"-+.eE0123456789")
+_NUMBER = re.compile(rb"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")   # a JSON number's text
 
 
 class CompletionSearchError(MatcherError):
@@ -373,7 +376,12 @@ def checked_completion(rec, sid: int, checks, cstate, text: bytes, *, witnesses:
     then keeping such texts apart by their last byte (distinct scalars for
     ``uniqueItems`` or ``contains``; weighted); the merging rounds write ASCII where
     it is allowed (a string's content then has ~95 choices, not ~220 with UTF-8
-    lead bytes).  After the witness round, the value-by-value repair (`_repair`).
+    lead bytes).  The witness round also writes the number witnesses (a JSON number's
+    text among ``witnesses``: `constrained.json_schema.witnesses.number_witnesses`)
+    where a value starts, since it writes no number's digits byte by byte after the
+    first.  After the witness round, the value-by-value repair (`_repair`), then
+    element growth (`_grown`: the grammar's completion with whole values added to the
+    arrays it closes, for a ``contains`` or ``oneOf`` branch that needs more elements).
     Answers of the later rounds are short rather than provably shortest; whatever is
     returned went byte by byte through the checks.
 
@@ -413,6 +421,8 @@ def checked_completion(rec, sid: int, checks, cstate, text: bytes, *, witnesses:
                 break
             if found is None and i == 0:
                 found = _repair(rec, tables, sid, checks, cstate, text, witnesses, share)
+            if found is None and i == 0:
+                found = _grown(rec, tables, sid, checks, cstate, text, witnesses, share)
             if found is not None:
                 break
         if len(memo) >= 64:
@@ -514,6 +524,80 @@ def _repair(rec, tables: _CompletionTables, sid: int, checks, cstate, text: byte
     return None
 
 
+MAX_GROWN = 4          # elements `_grown` adds to the arrays of one completion
+MAX_GROWN_VALUES = 32  # element witnesses it tries at each array close
+
+
+def element_witnesses(witnesses: tuple[bytes, ...]) -> tuple[bytes, ...]:
+    """Whole JSON values to add to an array (`_grown`), from the checks' ``witnesses``:
+    ``[]``, ``{}``, ``""``, the number witnesses, the first string witnesses quoted, and
+    arrays of one number or string witness (``[132]``: an element that must hold a
+    multiple of 44 under one ``oneOf`` branch's ``contains``); shortest first."""
+    numbers = [w for w in witnesses if _NUMBER.fullmatch(w)]
+    strings = [b'"' + w + b'"' for w in witnesses if not _NUMBER.fullmatch(w)][:8]
+    out = [b"[]", b"{}", b'""'] + numbers + strings + [b"[" + v + b"]" for v in numbers + strings[:4]]
+    return tuple(sorted(dict.fromkeys(out), key=len)[:MAX_GROWN_VALUES])
+
+
+def _grown(rec, tables: _CompletionTables, sid: int, checks, cstate, text: bytes, witnesses: tuple[bytes, ...],
+           max_expansions: int) -> bytes | None:
+    """A completion that follows the grammar's shortest one but adds up to `MAX_GROWN`
+    whole elements (`element_witnesses`) to the arrays it closes: where a ``contains``,
+    or the ``oneOf`` branch the open array can still meet, asks for an element the
+    grammar's completion does not write (``",110],[132]]`` after ``[["x`` under
+    MaskBench 6849's ``oneOf``: the open element needs a multiple of 11 of at least 100,
+    the outer array one more element that meets both branches' ``items``).  A byte-wise A* has to try every shorter text first
+    (every scalar and empty container at every position: tens of thousands of texts);
+    this one adds values only where an array closes.  Best first by length (each
+    element added costs `MACRO_PENALTY` more); every text went byte by byte through
+    the grammar and the checks.  None where nothing is found within ``max_expansions``."""
+    outside = checks.blank_is_insignificant if isinstance(checks, SupportsBlankInsignificance) else None
+    values = element_witnesses(witnesses)
+    if outside is None or not values:
+        return None
+    order = itertools.count()
+    heap = [(0, next(order), sid, cstate, b"", 0)]
+    seen: set[bytes] = set()
+    expansions = 0
+    while heap and expansions < max_expansions:
+        _, _, s, cs, done, added = heapq.heappop(heap)
+        if done in seen:
+            continue
+        seen.add(done)
+        expansions += 1
+        whole = text + done
+        rest = tables.state_completion(s)
+        if rest is None:
+            continue
+        j, cs_j = rest.find(b"]"), None
+        while j != -1:                         # the next byte of the completion that closes an array
+            # (outside a string: where a blank would be whitespace between tokens)
+            cs_j = checks.step(cs, whole, rest[:j])
+            if cs_j is None or outside(cs_j):
+                break
+            j = rest.find(b"]", j + 1)
+        if j == -1:                            # no array left to close: the completion as it is
+            end = checks.step(cs, whole, rest)
+            if end is not None and checks.accepts_end(end, whole + rest) and rec.accepting(rec.feed(s, rest)):
+                return done + rest
+            continue
+        if cs_j is None:                       # something before the close fails: no element added helps
+            continue
+        steps = [(rest[:j + 1], added)]        # close the array as the grammar does, or add an element first
+        if added < MAX_GROWN:
+            empty = (whole + rest[:j]).rstrip(b" \t\n\r").endswith(b"[")
+            steps += [(rest[:j] + (b"" if empty else b",") + v, added + 1) for v in values]
+        for data, n in steps:
+            s2 = rec.feed(s, data)
+            after = _viable(tables, checks, s2, cs, whole, data)
+            if after is None:
+                continue
+            h, cs2 = after
+            heapq.heappush(heap, (len(done) + len(data) + len(h) + MACRO_PENALTY * n, next(order), s2, cs2,
+                                  done + data, n))
+    return None
+
+
 def _a_star(rec, tables: _CompletionTables, sid: int, checks, cstate, text: bytes, h0: int,
             max_expansions: int, *, merge: str | None, weight: int = 1,
             witnesses: tuple[bytes, ...] | None = None, goal=None, stats: dict | None = None,
@@ -541,6 +625,8 @@ def _a_star(rec, tables: _CompletionTables, sid: int, checks, cstate, text: byte
     insignificant = checks.blank_is_insignificant if isinstance(checks, SupportsBlankInsignificance) else None
     starts = () if witnesses is None else sorted(dict.fromkeys(w[k:] for w in witnesses for k in range(len(w))),
                                                  key=len)
+    # number witnesses (one-byte ones are byte moves already)
+    numbers = () if witnesses is None else tuple(w for w in witnesses if len(w) > 1 and _NUMBER.fullmatch(w))
     while heap and expansions < max_expansions:
         _, _, _, s, cs, done, looped, wrote = heapq.heappop(heap)
         if merge is not None:
@@ -569,7 +655,11 @@ def _a_star(rec, tables: _CompletionTables, sid: int, checks, cstate, text: byte
         content = False
         moves = []
         looped_here = False
+        # a number witness is not gone on with (``132`` into ``132.5``, ``132e1``)
+        after_number = looped and bool(wrote) and wrote[-1] in numbers and done.endswith(wrote[-1])
         for b in nexts:
+            if after_number and b in _NUMBER_BYTES:
+                continue
             s2 = rec.byte_step(s, b)
             if looped_here and s2 == s and b not in _STRUCTURAL and merge == "length":
                 continue                      # another byte of the same content: one stands for all
@@ -594,7 +684,14 @@ def _a_star(rec, tables: _CompletionTables, sid: int, checks, cstate, text: byte
         if witnesses is not None and (content or not done or whole.endswith(b'"')):
             if content:
                 moves = [m for m in moves if m[6] < here_len]  # inside content: only the way out
-            for w in (() if looped else starts if not done else witnesses):
+            written = () if looped else starts if not done else witnesses
+        else:
+            # where a value may start (after ``[``, ``,``, ``:``): the number witnesses, whose
+            # digits this round does not write byte by byte (after the first they are content)
+            value_start = bool(numbers) and whole[-256:].rstrip(b" \t\n\r")[-1:] in (b"[", b",", b":")
+            written = numbers if value_start else ()
+        if written:
+            for w in written:
                 s2 = rec.feed(s, w)
                 after = _viable(tables, checks, s2, cs, whole, w)
                 if after is None:

@@ -1,4 +1,4 @@
-"""Witness strings: short strings a schema's string keywords accept, for finishing outputs.
+"""Witnesses: short strings and numbers a schema's keywords accept, for finishing outputs.
 
 A value check (`constrained.json_schema.value_checks`) may enforce what the grammar
 only over-approximates: a ``format`` or ``pattern`` whose automaton was too large
@@ -13,9 +13,12 @@ short strings such keywords accept (and, for keys that must match several
 shortest matches of the format regexes
 (`constrained.json_schema.formats`) and of the patterns, written with a few
 character preferences (lowercase, uppercase, digits: the two branches of a
-lower/upper-case ``oneOf`` are told apart).  They are *candidates*:
-`constrained.engine.completion.checked_completion` writes them where the grammar
-reads string content and keeps only what the grammar and every check accept.
+lower/upper-case ``oneOf`` are told apart).  `number_witnesses` does the same for
+numbers: the admitted number nearest zero of the numeric keywords (``multipleOf``,
+bounds, ``integer``) of one, two or three sub-schemas at once (`NumberConstraints`,
+exact).  They are *candidates*: `constrained.engine.completion.checked_completion`
+writes them where the grammar reads string content (numbers also where a value
+starts) and keeps only what the grammar and every check accept.
 
 Example:
     >>> shortest_matches(r"[0-9a-f]{2}-[a-z]+")[:2]
@@ -269,6 +272,7 @@ MAX_NUMBER_WITNESSES = 16     # number candidates kept per schema
 MAX_NUMBER_NODES = 16         # sub-schemas with numeric keywords considered (in document order)
 MAX_NUMBER_COMBOS = 256       # conjunctions of them tried (singles, then pairs, then triples)
 MAX_NUMBER_TRIES = 32         # multiples tried per conjunction against its sub-schemas' other keywords
+MAX_NUMBER_CHECKS = 2048      # jsonschema validations of candidates per document, at most
 MAX_GRID_DIGITS = 12          # bounds without multipleOf: a step of 1, 0.1, ... down to 1e-12
 _NUMERIC_KEYWORDS = ("multipleOf", "divisibleBy", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 
@@ -521,16 +525,24 @@ def _number_witnesses(document: str) -> tuple[str, ...]:
     combos = itertools.islice(itertools.chain.from_iterable(
         itertools.combinations(range(len(nodes)), r) for r in (1, 2, 3)), MAX_NUMBER_COMBOS)
     out: list[str] = []
+    checks = 0
     for combo in combos:
         c = nodes[combo[0]][1]
         for j in combo[1:]:
             c = c.merge(nodes[j][1])
         for x in c.candidates():
             text = number_text(x)
-            if text is not None and all(valid(nodes[j][0], json.loads(text)) for j in combo):
+            if text is None:
+                continue
+            checks += len(combo)
+            if all(valid(nodes[j][0], json.loads(text)) for j in combo):
                 if text not in out:
                     out.append(text)
                 break
+            if checks > MAX_NUMBER_CHECKS:
+                break
+        if checks > MAX_NUMBER_CHECKS:
+            break
     return tuple(sorted(out, key=len)[:MAX_NUMBER_WITNESSES])
 
 
