@@ -152,3 +152,26 @@ def test_dead_end_probe_at_scale(probe, records):
     assert summary["error"] == 0, _bugs(summary, "error")
     assert summary["dead_end_pct"] <= 2.0, summary["dead_ends_by_refused_keyword"]
     assert not _unexplained(probe, summary)
+
+
+def test_the_walk_that_had_a_completion_the_search_missed_is_finished(probe):
+    """Schema 6849, walk 2 of ``--schemas 400 --walks 5 --seed 1`` (tokens replayed from
+    tests/data/dead_end_6849_walk2.json): the prefix has a completion (an element holding
+    a multiple of 11 of at least 100, then one that is a multiple of 44 too), which the
+    search gave up on (`CompletionSearchError` on ``oneOf``) before number witnesses and
+    element growth; now it is finished, fed as tokens, and `jsonschema` accepts it."""
+    from constrained import compile_grammar
+    from constrained.json_schema.compiler import compile_json_schema
+
+    case = json.loads((REPO / "tests" / "data" / "dead_end_6849_walk2.json").read_text(encoding="utf-8"))
+    vocab = _vocab()
+    compiled = compile_grammar(compile_json_schema(case["schema"]).grammar, vocab, cache_dir=None)
+    m = compiled.matcher()
+    assert m.advance_many(case["tokens"]) == len(case["tokens"])
+    assert bytes(m._text) == case["prefix"].encode("utf-8")
+    done = m.shortest_completion(strict=True)
+    assert done is not None
+    finish = m.completion_tokens(done)
+    assert m.advance_many(finish) == len(finish) and m.is_accepting()
+    text = b"".join(vocab.token_bytes[t] for t in case["tokens"] + finish)
+    assert probe._validate(case["schema"], text) == ("valid", None)
