@@ -592,68 +592,97 @@ def _chain_dfa(regex: str, max_states: int) -> tuple[np.ndarray, np.ndarray] | N
     prefix-free set of byte strings, e.g. a key literal in every JSON escape spelling
     (``"(?:a|\\\\u0061)..."``): None for any other regex (the NFA route builds it).
 
-    Each item is a trie from the state before it, whose leaves all go to one state after
-    it (prefix-free: no leaf is also an inner node, so this is deterministic); the
-    automaton is acyclic, so merging states of equal (finality, transitions) in reverse
-    topological order makes it minimal (Revuz), and every state reaches acceptance.
-    Equal to the NFA route's automaton (same language, so same minimal canonical DFA).
+    Each item is a trie from the state before it whose leaves all go to one state after
+    it (prefix-free: no leaf is also an inner node, so this is deterministic), minimised
+    on its own and memoised (`_item_dag`: one character's JSON spellings recur across
+    every key).  The chain of these minimal DAGs is already minimal: no state of one
+    item has the right language of a state of another.  (Revuz: merging goes backwards
+    from the final state; a first merge across items would need a common successor
+    class, and the only state two items share is the entry of the later one, which no
+    state of that item leads back to.)  The tests compare the tables with the NFA
+    route's on random keys.  What remains per regex is the canonical breadth-first
+    numbering (as `_minimize` gives it) and the table.
     Limits as on that route: its subset construction reaches one subset per trie node at
-    most (a prefix inside an item determines the NFA states), so a trie within
-    ``max_states`` never exceeds it there; a larger one is left to that route, which
+    most (a prefix inside an item determines the NFA states), so a chain whose tries fit
+    in ``max_states`` never exceeds it there; a larger one is left to that route, which
     raises the error.  (The caller leaves regexes whose NFA could exceed
     ``max_nfa_states`` to that route too: at most ~6 NFA states per regex character.)"""
     pieces = split_items(regex)
     if pieces is None:
         return None
-    edges: list[dict[int, int]] = [{}]
+    outs: list[tuple[int, tuple[tuple[int, int], ...]]] = []   # per state: (its item's offset, edges)
+    trie_states = 1
     for piece in pieces:
-        shape = _item_trie(piece)
-        if shape is None:
+        dag = _item_dag(piece)
+        if dag is None:
             return None
-        inner, steps = shape
-        if not steps:                      # the empty string
+        trie_size, rows = dag
+        if not rows:                       # the empty string
             continue
-        start = len(edges) - 1
-        after = start + inner + 1          # the item's trie nodes, then the state after it
-        edges.extend({} for _ in range(inner + 1))
-        for parent, byte, child in steps:
-            edges[start + parent][byte] = after if child < 0 else start + child
-        if len(edges) + 1 > max_states:    # (+ the dead state)
+        trie_states += trie_size
+        if trie_states + 1 > max_states:   # (+ the dead state)
             return None                    # the NFA route decides (and raises the limit error)
-    # every edge goes forward (children and the state after an item are made after their
-    # parents): reverse creation order is a reverse topological order
-    n = len(edges)
-    final = n - 1
-    canon = list(range(n))
-    register: dict[tuple, int] = {}
-    for s in range(n - 1, -1, -1):         # successors first
-        out = edges[s]
-        sig = (s == final, tuple(sorted([(b, canon[t]) for b, t in out.items()])) if len(out) > 1
-               else tuple((b, canon[t]) for b, t in out.items()))
-        canon[s] = register.setdefault(sig, s)
+        offset = len(outs)
+        outs.extend([(offset, row) for row in rows])
+    final = len(outs)                      # the state after the last item (a local exit is offset + size)
     # canonical numbering (as `_minimize` gives it): breadth-first from the start, each
     # state's targets in byte order; dead 0, start 1
-    number = {canon[0]: START}
-    queue = [canon[0]]
-    rows: list[int] = []
+    number = [0] * (final + 1)
+    number[0] = START
+    queue = [0]
+    rows_t: list[int] = []
     columns: list[int] = []
     targets: list[int] = []
     for s in queue:                        # grows while it is read
-        row = number[s]
-        for byte, t in sorted(edges[s].items()):
-            t = canon[t]
-            k = number.get(t)
-            if k is None:
+        if s == final:
+            continue
+        offset, row = outs[s]
+        k_s = number[s]
+        for byte, t in row:
+            t += offset
+            k = number[t]
+            if not k:
                 k = number[t] = len(queue) + 1
                 queue.append(t)
-            rows.append(row)
+            rows_t.append(k_s)
             columns.append(byte)
             targets.append(k)
-    table = np.zeros((len(queue) + 1, 256), np.int32)
-    table[rows, columns] = targets
-    accepting = np.zeros(len(queue) + 1, bool)
-    accepting[number[canon[final]]] = True
+    table = np.zeros((final + 2, 256), np.int32)
+    table[rows_t, columns] = targets
+    accepting = np.zeros(final + 2, bool)
+    accepting[number[final]] = True
     return table, accepting
+
+
+@functools.lru_cache(maxsize=16384)
+def _item_dag(piece: str) -> tuple[int, tuple[tuple[tuple[int, int], ...], ...]] | None:
+    """The minimal DAG of one item of `_chain_dfa` (its trie, `_item_trie`, with states of
+    equal right language merged), memoised: ``(trie states, rows)``, ``rows[s]`` the
+    ``(byte, target)`` edges of local state ``s`` in byte order, state 0 the entry and
+    target ``len(rows)`` the state after the item; ``rows`` empty for the empty string.
+    None where `_item_trie` is."""
+    trie = _item_trie(piece)
+    if trie is None:
+        return None
+    inner, steps = trie
+    if not steps:
+        return 0, ()
+    edges: list[dict[int, int]] = [{} for _ in range(inner + 1)]
+    exit_ = inner + 1
+    for parent, byte, child in steps:
+        edges[parent][byte] = exit_ if child < 0 else child
+    # Revuz: children are made after their parents, so reverse creation order is a
+    # reverse topological order; merge states of equal transitions
+    canon = list(range(inner + 2))
+    register: dict[tuple, int] = {}
+    for s in range(inner, -1, -1):
+        sig = tuple(sorted((b, canon[t]) for b, t in edges[s].items()))
+        canon[s] = register.setdefault(sig, s)
+    kept = sorted({canon[s] for s in range(inner + 1)})        # the entry (0) first
+    local = {s: i for i, s in enumerate(kept)}
+    local[exit_] = len(kept)
+    rows = tuple(tuple(sorted((b, local[canon[t]]) for b, t in edges[s].items())) for s in kept)
+    return inner + 1, rows
 
 
 @functools.lru_cache(maxsize=16384)
@@ -761,8 +790,17 @@ def _finite_dfa(words: list[bytes], max_states: int, terminal: str | None) -> tu
 
 
 def _table_digest(table: np.ndarray, accepting: np.ndarray) -> str:
-    """The identity of a minimal, canonically numbered DFA (so: of its language)."""
-    return hashlib.sha256(table.tobytes() + accepting.tobytes()).hexdigest()
+    """The identity of a minimal, canonically numbered DFA (so: of its language).
+
+    Hashes where the table's entries are nonzero (a bitmap) and their targets rather than
+    its bytes: most rows of a minimal DFA go to the dead state almost everywhere (a key
+    literal's ~60 states have ~90 live entries of ~15,000), so this hashes ~3 KB, not 60."""
+    live = table != 0
+    h = hashlib.sha256(np.asarray(table.shape, np.int64).tobytes())
+    h.update(np.packbits(live).tobytes())
+    h.update(table[live].astype(np.int32, copy=False).tobytes())
+    h.update(accepting.astype(bool, copy=False).tobytes())
+    return h.hexdigest()
 
 
 def compile_terminal(regex: str, also=(), excluding=(), *, terminal: str | None = None,
