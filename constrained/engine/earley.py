@@ -138,11 +138,11 @@ class ParserNode:
 
     __slots__ = ("id", "kernel", "expect", "waiting", "accepting", "terminals", "abstract", "depth")
 
-    def __init__(self, node_id: int, kernel: frozenset[int], expect: dict[int, tuple],
+    def __init__(self, node_id: int, kernel: tuple[int, ...], expect: dict[int, tuple],
                  waiting: dict[int, tuple], accepting: bool, abstract: bool, depth: int = 0) -> None:
         self.id = node_id
         self.depth = depth            # parse-stack depth: 1 + the deepest origin's (the root: 0)
-        self.kernel = kernel          # the scanned items it is closed from (ints: see EarleyParser.item)
+        self.kernel = kernel          # the scanned items it is closed from, sorted (ints: see EarleyParser.item)
         self.abstract = abstract      # some origin below it is CUT
         self.expect = expect          # terminal -> items waiting for it
         self.waiting = waiting        # nonterminal -> items waiting for it
@@ -191,7 +191,7 @@ class EarleyParser:
         self._completion_memo: dict[int, tuple[dict, dict, tuple, bool, tuple]] = {}
         self._prediction_memo: dict[int, tuple[int, ...]] = {}
         self.root = self._intern(("root",), [self.item(r, 0, SELF) for r in tables.rules_by_lhs[tables.start]])
-        self._union_memo: dict[frozenset[int], int] = {}
+        self._union_memo: dict[tuple[int, ...], int] = {}
         self._abstract_memo: dict[tuple[int, int], int] = {}
 
     def item(self, rule: int, dot: int, origin: int) -> int:
@@ -240,7 +240,7 @@ class EarleyParser:
         if not items:
             result = -1
         else:
-            kernel = frozenset(self._advanced_into(items, node_id))
+            kernel = _kernel(self._advanced_into(items, node_id))
             result = self._by_kernel.get(kernel)
             if result is None:
                 try:
@@ -275,7 +275,7 @@ class EarleyParser:
                     o = self.abstract(field - 2, depth - 1) if depth > 1 else CUT
                     i = ((o + 2) << shift) | (i & pmask)
                 items.append(i)
-            kernel = frozenset(items)
+            kernel = _kernel(items)
             hit = self._by_kernel.get(kernel)
             if hit is None:
                 try:
@@ -294,9 +294,9 @@ class EarleyParser:
         from different nodes, so ambiguous splits share one node per position
         instead of one per split history (which grows like Fibonacci numbers).
         """
-        key = frozenset(node_ids)
+        key = _kernel(node_ids)
         if len(key) == 1:
-            return next(iter(key))
+            return key[0]
         hit = self._union_memo.get(key)
         if hit is not None:
             return hit
@@ -304,7 +304,7 @@ class EarleyParser:
             raise ValueError("the root node's predictions are relative to itself; it cannot be merged")
         if any(self._nodes[n].abstract for n in key):
             raise ValueError("abstract nodes are for memo sharing only; they cannot be merged")
-        kernel = frozenset().union(*(self._nodes[n].kernel for n in key))
+        kernel = _kernel(chain.from_iterable(self._nodes[n].kernel for n in key))
         result = self._by_kernel.get(kernel)
         if result is None:
             result = self._intern(kernel, kernel)
@@ -413,7 +413,7 @@ class EarleyParser:
                     accepting = True
         nodes = self._nodes
         abstract = any(f == 0 or (f >= 2 and nodes[f - 2].abstract) for f in origins)
-        kernel = kernel_items if isinstance(kernel_items, frozenset) else frozenset(kernel_items)
+        kernel = kernel_items if isinstance(kernel_items, tuple) else _kernel(kernel_items)
         depth = 1 + max((nodes[f - 2].depth for f in origins if f >= 2), default=0) if node_id else 0
         return ParserNode(node_id, kernel, _union(expect, parts_e), _union(waiting, parts_w), accepting, abstract,
                           depth)
@@ -519,6 +519,14 @@ class EarleyParser:
         hit = self._completion_memo[key] = (_union(expect, parts_e), _union(waiting, parts_w),
                                             tuple(predicts), accepting, children)
         return hit
+
+
+def _kernel(items) -> tuple[int, ...]:
+    """A set of items (or node ids) in its canonical form, a sorted tuple: a dict key
+    and node field that the cyclic garbage collector stops tracking after one pass (a
+    frozenset stays tracked, and tens of thousands of kernels made every full collection
+    walk them all)."""
+    return tuple(sorted(set(items)))
 
 
 def _union(own: dict[int, list], parts: list[dict[int, tuple]]) -> dict[int, tuple]:

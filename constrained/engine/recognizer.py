@@ -93,8 +93,10 @@ class Recognizer:
         self._start_mask_memo: dict[int, int] = {}      # node -> its start bytes as an int bitmask
         self._lex_start_mask: dict[int, int] = {}       # lexeme -> the bytes its DFA can start with
         self._lock = threading.Lock()
-        self._states: list[frozenset[Config]] = [frozenset()]
-        self._state_ids: dict[frozenset[Config], int] = {frozenset(): DEAD_STATE}
+        # a state's configurations as a sorted tuple: a canonical key, like a frozenset, but
+        # one the cyclic garbage collector stops tracking after one pass (tuples of ints)
+        self._states: list[tuple[Config, ...]] = [()]
+        self._state_ids: dict[tuple[Config, ...], int] = {(): DEAD_STATE}
         self._accepting: dict[int, bool] = {DEAD_STATE: False}
         self._byte_memo: dict[tuple[int, int], int] = {}
         self._token_memo: dict[tuple[int, int], int] = {}
@@ -109,10 +111,11 @@ class Recognizer:
         self.max_mask_memory = max_mask_memory
         self._mask_memory = 0
         self.mask_memo_resets = 0
-        self.initial = self.intern(frozenset([(parser.root, BOUNDARY, 0)]))
+        self.initial = self.intern(((parser.root, BOUNDARY, 0),))
 
     # ------------------------------------------------------------------ states
-    def intern(self, configs: frozenset[Config]) -> int:
+    def intern(self, configs: tuple[Config, ...]) -> int:
+        """The id of the state of ``configs`` (a sorted tuple of distinct configurations)."""
         sid = self._state_ids.get(configs)
         if sid is not None:
             return sid
@@ -124,7 +127,7 @@ class Recognizer:
                 self._state_ids[configs] = sid
             return sid
 
-    def configs(self, sid: int) -> frozenset[Config]:
+    def configs(self, sid: int) -> tuple[Config, ...]:
         return self._states[sid]
 
     @property
@@ -180,7 +183,7 @@ class Recognizer:
         self._byte_memo[key] = result
         return result
 
-    def _merge_splits(self, configs: set[Config]) -> frozenset[Config]:
+    def _merge_splits(self, configs: set[Config]) -> tuple[Config, ...]:
         """Merge configurations reading the same lexeme in the same DFA state.
 
         ``(n1, lex, q)`` and ``(n2, lex, q)`` have the same future as
@@ -194,11 +197,11 @@ class Recognizer:
             if node != root:
                 groups.setdefault((lex, q), []).append(node)
         if all(len(nodes) == 1 for nodes in groups.values()):
-            return frozenset(configs)
+            return tuple(sorted(configs))
         merged = {cfg for cfg in configs if cfg[0] == root}
         for (lex, q), nodes in groups.items():
             merged.add((self.parser.union(nodes), lex, q))
-        return frozenset(merged)
+        return tuple(sorted(merged))
 
     def feed(self, sid: int, data: bytes, *, token: int | None = None) -> int:
         """State after ``data``; an open deadline (`constrained.deadline`) is checked before
