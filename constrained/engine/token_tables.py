@@ -230,8 +230,9 @@ class TokenTables:
         """Int16 per token id: its first byte (256 for an empty token)."""
         first = self._first_bytes
         if first is None:
-            first = np.where(self.lengths > 0, self.byte_matrix[:, 0] if self.byte_matrix.shape[1] else 0,
-                             256).astype(np.int16)
+            # int16 before the choice: numpy >= 2.5 refuses 256 beside a uint8 column
+            column = self.byte_matrix[:, 0] if self.byte_matrix.shape[1] else np.zeros(len(self.lengths), np.uint8)
+            first = np.where(self.lengths > 0, column.astype(np.int16), np.int16(256))
             first.setflags(write=False)
             self._first_bytes = first
         return first
