@@ -1,8 +1,9 @@
 """Grounded values (`constrained.json_schema.grounding`, `constrained.automata.substrings`).
 
 * The substring automaton against its definition: a byte string is accepted iff it is
-  the canonical JSON spelling (``json.dumps(s, ensure_ascii=False)``) of a substring
-  of the text (quoted mode), or the UTF-8 of one (raw mode).
+  the canonical JSON spelling (``json.dumps(s, ensure_ascii=False)``) of a span of the
+  text — a non-empty substring that neither starts nor ends with whitespace — (quoted
+  mode), or the UTF-8 of one (raw mode).
 * Grounded schemas against an independent oracle (``json.loads`` + ``jsonschema`` +
   "every string value occurs in the text"), through the reference recognizer.
 * Masks exact: at random states of masked walks the engine's mask equals the
@@ -38,7 +39,9 @@ TEXTS = [
 
 
 def _substrings(text: str) -> set[str]:
-    return {text[i:j] for i in range(len(text) + 1) for j in range(i, len(text) + 1)}
+    """The spans of ``text``: non-empty substrings without whitespace at either end."""
+    subs = {text[i:j] for i in range(len(text)) for j in range(i + 1, len(text) + 1)}
+    return {s for s in subs if not s[0].isspace() and not s[-1].isspace()}
 
 
 def _candidates(text: str, rng: random.Random, n: int) -> list[str]:
@@ -113,7 +116,7 @@ def _oracle(schema, text, default=True):
             return False
         for key, v in value.items():
             grounded = schema["properties"][key].get("x-grounded", default and "enum" not in schema["properties"][key])
-            if isinstance(v, str) and grounded and v not in text:
+            if isinstance(v, str) and grounded and (v not in text or not v or v != v.strip()):
                 return False
         return True
     return ok
@@ -146,7 +149,7 @@ def test_grounded_schema_against_oracle(text):
     oracle = _oracle(SCHEMA, text)
     rng = random.Random(f"oracle:{text}")
     agree = accepted = 0
-    for data in _instances(text, rng, 300):
+    for data in _instances(text, rng, 600):
         want = oracle(data)
         assert ref.accepts(data) == want, data
         agree += 1
@@ -178,6 +181,21 @@ def test_no_fitting_substring_falls_back_with_a_note_or_raises():
     with pytest.raises(GroundingError) as e:
         compile_json_schema(explicit, grounding=Grounding("no dates in here"))
     assert e.value.pointer == "/properties/d" and isinstance(e.value, ConstrainedError)
+
+
+def test_spans_are_trimmed_and_never_empty():
+    """The empty string and values padded with the text's whitespace are substrings but
+    not spans: refused; a schema that allows nothing else falls back (noted)."""
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}
+    ref = Reference(compile_json_schema(schema, grounding=Grounding("Use Facebook. Then stop."),
+                                        whitespace="compact").grammar)
+    assert ref.accepts(b'{"a":"Facebook."}') and ref.accepts(b'{"a":"Facebook. Then"}')
+    assert not ref.accepts(b'{"a":""}') and not ref.accepts(b'{"a":"Facebook. "}')
+    assert not ref.accepts(b'{"a":" Then"}')
+    empty_only = {"type": "object", "properties": {"a": {"type": "string", "maxLength": 0}}}
+    c = compile_json_schema(empty_only, grounding=Grounding("some text"), whitespace="compact")
+    assert any(n.keyword == "x-grounded" and n.pointer == "/properties/a" for n in c.notes)
+    assert Reference(c.grammar).accepts(b'{"a":""}')
 
 
 def test_checked_format_has_a_valid_substring_or_falls_back():
@@ -272,13 +290,60 @@ def test_numbers_grounded_only_when_asked():
     schema = {"type": "object", "properties": {"port": {"type": "integer", "x-grounded": True},
                                                "n": {"type": "number"}}}
     ref = Reference(compile_json_schema(schema, grounding=Grounding(text), whitespace="compact").grammar)
-    assert ref.accepts(b'{"port":587}') and ref.accepts(b'{"port":58}') and not ref.accepts(b'{"port":588}')
+    assert ref.accepts(b'{"port":587}') and not ref.accepts(b'{"port":588}')
+    assert not ref.accepts(b'{"port":58}') and not ref.accepts(b'{"port":5}')   # cut out of 587: not a number it writes
     assert ref.accepts(b'{"n":12}')
     bounded = {"type": "integer", "minimum": 1000, "x-grounded": True}
     with pytest.raises(GroundingError):
         compile_json_schema(bounded, grounding=Grounding(text))
     assert Reference(compile_json_schema({"type": "number", "x-grounded": True},
                                          grounding=Grounding(text)).grammar).accepts(b"3.5")
+
+
+@pytest.mark.parametrize("text", ["Radius 10.0, port 8081 on 192.168.1.100 in us-east-1a; 2x6 at -3.5e2.",
+                                  "A 1,000 m climb, -7 C, version 1.2.3 and 0.5."])
+def test_numbers_grounded_by_default_are_numbers_the_text_writes(text):
+    """``Grounding(numbers=True)``: an unannotated number is one of `number_spellings`
+    of the text (the JSON numbers among the text's whole numbers), checked against an
+    oracle over candidate spellings."""
+    from constrained.json_schema.grounding import number_spellings
+
+    schema = {"type": "object", "properties": {"x": {"type": "number"}, "k": {"type": "integer"},
+                                               "free": {"type": "number", "x-grounded": False}}}
+    ref = Reference(compile_json_schema(schema, grounding=Grounding(text, numbers=True),
+                                        whitespace="compact").grammar)
+    # the same schema ungrounded: which spellings its number and integer terminals take
+    plain = Reference(compile_json_schema(schema, grounding=Grounding(text), whitespace="compact").grammar)
+    spelled = set(number_spellings(text))
+    candidates = {text[i:j] for i in range(len(text)) for j in range(i + 1, min(len(text), i + 8) + 1)}
+    checked = 0
+    for c in sorted(candidates):
+        if c != c.strip():
+            continue
+        try:
+            value = json.loads(c)
+        except ValueError:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        checked += 1
+        for key in (b"x", b"k"):
+            data = b'{"' + key + b'":' + c.encode() + b"}"
+            assert ref.accepts(data) == (c in spelled and plain.accepts(data)), data
+        assert ref.accepts(b'{"free":' + c.encode() + b"}")
+    assert checked > 8 and ref.accepts(b'{"x":0.5}' if "0.5" in text else b'{"x":10.0}')
+    assert not ref.accepts(b'{"x":10}') and not ref.accepts(b'{"x":5}')
+    assert plain.accepts(b'{"x":1}') and plain.accepts(b'{"x":424242}')           # numbers=False: free
+
+
+def test_numbers_grounded_by_default_fall_back_with_a_note():
+    schema = {"type": "object", "properties": {"x": {"type": "integer", "minimum": 100}}}
+    c = compile_json_schema(schema, grounding=Grounding("only 7 and 12 here", numbers=True), whitespace="compact")
+    assert any(n.keyword == "x-grounded" and n.pointer == "/properties/x" for n in c.notes)
+    assert Reference(c.grammar).accepts(b'{"x":250}')
+    c = compile_json_schema(schema, grounding=Grounding("no numbers", numbers=True), whitespace="compact")
+    assert any(n.keyword == "x-grounded" for n in c.notes)
+    assert Reference(c.grammar).accepts(b'{"x":250}')
 
 
 def test_grounded_masks_full_vocabulary(smollm2_vocab):

@@ -3,17 +3,25 @@
 A grounded JSON value must copy characters of an input text.  Its terminal is the
 string terminal of its schema intersected (`compile_terminal`'s ``also``) with the
 automaton built here: the suffix automaton of the text over characters (at most
-``2n - 1`` states, built in linear time), every state accepting (a state reached from
-the root spells a substring), each character edge spelled in bytes and minimised.
+``2n - 1`` states, built in linear time; a state reached from the root spells a
+substring), each character edge spelled in bytes and minimised.
+
+The automaton accepts the text's *spans*: its non-empty substrings that neither start
+nor end with whitespace (``str.isspace``).  The empty string is a substring of every
+text and so grounds nothing, and a value padded with the text's spaces (``"Facebook.
+"``) is never the value meant; its trimmed span is one too.  The root accepts nothing
+and has no whitespace edge; a state accepts where its strings end with a
+non-whitespace character (all strings of a suffix-automaton state end with the same
+character).
 
 Two spellings:
 
-* ``quoted=True``: a JSON string ``"..."`` whose characters form a substring of the
+* ``quoted=True``: a JSON string ``"..."`` whose characters form a span of the
   text, each character in its canonical JSON spelling (``json.dumps(c,
   ensure_ascii=False)``: UTF-8, ``\\"``, ``\\\\``, ``\\n``, ``\\u001f``...).  One
   spelling per character is a sound restriction of the JSON text (the value is the
   same) and keeps the automaton linear in the text.
-* ``quoted=False``: the UTF-8 bytes of a substring, raw (for numbers, whose JSON
+* ``quoted=False``: the UTF-8 bytes of a span, raw (for numbers, whose JSON
   spelling is their text).
 
 The automaton travels inside a grammar as a *marker regex*, ``substrings_regex(text)``:
@@ -26,7 +34,9 @@ Example:
     >>> from constrained.automata.byte_dfa import compile_regex
     >>> dfa = compile_regex(substrings_regex('say "hi" now'))
     >>> dfa.matches(b'"hi"'), dfa.matches(b'"\\\\"hi\\\\""'), dfa.matches(b'"hey"'), dfa.matches(b'""')
-    (True, True, False, True)
+    (True, True, False, False)
+    >>> dfa.matches(b'"hi\\\\" now"'), dfa.matches(b'" now"'), dfa.matches(b'"now "')
+    (True, False, False)
 """
 
 from __future__ import annotations
@@ -142,14 +152,25 @@ def _substrings_dfa(regex: str, text: str, quoted: bool, max_states: int, termin
                                 value=max_states, terminal=terminal)
     spelling = {c: canonical_spelling(c) if quoted else c.encode("utf-8", "surrogatepass")
                 for c in set(text)}
-    # byte states: 0 dead, 1 start; quoted: start -"-> root, any SAM state -"-> final
+    # a span is non-empty and trimmed: the root accepts nothing and has no whitespace edge,
+    # and a state accepts where its strings (which all end with the same character, the
+    # one on its incoming edges) do not end with whitespace
+    last = [""] * len(sam)
+    for out in sam:
+        for c, target in out.items():
+            last[target] = c
+    ends = [q > 0 and not last[q].isspace() for q in range(len(sam))]
+    # byte states: 0 dead, 1 start; quoted: start -"-> root, an accepting SAM state -"-> final
     edges: list[dict[int, int]] = [{}, {}]
-    accepting = [False, not quoted]
+    accepting = [False, False]
     base = 1 if not quoted else 2                  # SAM state q is byte state base + q
     if quoted:
         edges[START][ord('"')] = base
     edges.extend({} for _ in sam)
-    accepting.extend([not quoted] * len(sam))
+    accepting.extend([False] * len(sam))
+    if not quoted:
+        for q, end in enumerate(ends):
+            accepting[base + q] = end
     final = None
     if quoted:
         final = len(edges)
@@ -158,9 +179,11 @@ def _substrings_dfa(regex: str, text: str, quoted: bool, max_states: int, termin
     for q, out in enumerate(sam):
         node_of: dict[bytes, int] = {}
         here = base + q
-        if quoted:
+        if quoted and ends[q]:
             edges[here][ord('"')] = final          # type: ignore[assignment]
         for c, target in out.items():
+            if q == 0 and c.isspace():
+                continue
             b = spelling[c]
             node = here
             for i in range(len(b) - 1):

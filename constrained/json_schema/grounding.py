@@ -1,8 +1,9 @@
 """Grounded values: JSON strings that must copy a substring of an input text.
 
 ``Grammar.from_json_schema(schema, grounding=Grounding(text))`` makes every string
-value of the schema (not object keys) a substring of ``text`` — as characters: the
-value's canonical JSON spelling is what the grammar spells — intersected with the
+value of the schema (not object keys) a span of ``text``: a non-empty substring that
+neither starts nor ends with whitespace — as characters: the value's canonical JSON
+spelling is what the grammar spells — intersected with the
 string's own schema (``pattern``, ``format``, ``minLength``/``maxLength``).  The
 intersection is one terminal: the string terminal with the text's substring
 automaton (`constrained.automata.substrings`) among its ``also`` automata, so masks
@@ -15,10 +16,12 @@ Per value, the schema decides with the annotation ``x-grounded`` (pydantic:
 * absent: free strings are grounded when ``Grounding.default`` is true (``extract(...,
   grounded=True)``); ``enum``/``const`` strings are not (a closed set the model
   cannot invent values of; labels are often not spelled in the text), nor are
-  numbers and booleans;
+  booleans, nor numbers unless ``Grounding.numbers`` says so (``extract(...,
+  grounded="all")``: texts often write numbers otherwise, ``$1,200``, ``twelve``);
 * ``true``: grounded, also an ``enum``/``const`` (only its values that occur in the
-  text stay) and a number (spelled as a substring of the text: ``587`` where the text
-  says ``587``), even when ``Grounding.default`` is false (booleans never);
+  text stay) and a number (spelled as a number the text writes: ``587`` where the
+  text says ``587``, not ``58`` from it; `number_spellings`), even when
+  ``Grounding.default`` is false (booleans never);
 * ``false``: never grounded.
 
 When no substring of the text satisfies a grounded value's schema (a ``format:
@@ -79,8 +82,10 @@ class GroundingError(SchemaError):
 
 @dataclass(frozen=True)
 class Grounding:
-    """The text grounded values copy from, and whether string values without an
-    ``x-grounded`` annotation are grounded (``default``; see the module docstring).
+    """The text grounded values copy from, whether string values without an
+    ``x-grounded`` annotation are grounded (``default``; see the module docstring), and
+    whether number values without one are too (``numbers``, with ``default``: each
+    must be a number the text writes, `number_spellings`).
 
     Example:
         >>> Grounding("Ada Lovelace, ada@example.org").default
@@ -89,6 +94,7 @@ class Grounding:
 
     text: str
     default: bool = True
+    numbers: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.text, str):
@@ -188,8 +194,10 @@ def _without_too_large(compiler: SchemaCompiler, pieces: list) -> list:
 
 
 def _some_substring_valid(compiler: SchemaCompiler, text: str, checked: dict) -> bool:
-    """Whether a substring of ``text`` (shortest first, at most `MAX_FEASIBILITY_CHECKS`)
-    satisfies every checked keyword ``{(pointer, keyword): located sub-schema}``."""
+    """Whether a span of ``text`` (a non-empty substring without whitespace at either end,
+    as the substring automaton spells them; shortest first, at most
+    `MAX_FEASIBILITY_CHECKS`) satisfies every checked keyword ``{(pointer, keyword):
+    located sub-schema}``."""
     import jsonschema
 
     cls = jsonschema.validators.validator_for(compiler.schema, default=jsonschema.Draft202012Validator) \
@@ -200,11 +208,11 @@ def _some_substring_valid(compiler: SchemaCompiler, text: str, checked: dict) ->
             subs[kw] = loc.schema[kw]
     validator = cls(subs, format_checker=cls.FORMAT_CHECKER)
     tried = 0
-    for length in range(len(text) + 1):
+    for length in range(1, len(text) + 1):
         seen = set()
         for i in range(len(text) - length + 1):
             s = text[i:i + length]
-            if s in seen:
+            if s in seen or s[0].isspace() or s[-1].isspace():
                 continue
             seen.add(s)
             if validator.is_valid(s):
@@ -251,18 +259,50 @@ def enum_strings(compiler: SchemaCompiler, conj, strings: list[str]) -> list[str
     return kept
 
 
+NUMBER_TOKEN = r"(?<![0-9.])(?:(?<![A-Za-z0-9])-)?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?(?![0-9]|\.[0-9])"
+"""A number as a text writes it: digits not cut out of a longer run of digits and dots
+(``10.0`` gives ``10.0``, not ``10`` or ``1``; ``192.168.1.100`` gives none), with a
+fraction and an exponent where the text has them, and a minus sign where it does not
+join two words (``-3`` in ``is -3``, but ``1`` in ``us-east-1a``)."""
+
+
+def number_spellings(text: str) -> list[str]:
+    """The numbers ``text`` writes (`NUMBER_TOKEN`), in order of first occurrence.
+
+    Example:
+        >>> number_spellings("Radius 10.0, port 8081, host 192.168.1.100, zone us-east-1a, 2x6 in.")
+        ['10.0', '8081', '1', '2', '6']
+        >>> number_spellings("It fell to -3.5e2, then (-7).")
+        ['-3.5e2', '-7']
+    """
+    import re
+
+    return list(dict.fromkeys(m.group() for m in re.finditer(NUMBER_TOKEN, text)))
+
+
+def _spellings_regex(spellings: list[str]) -> str:
+    return "(?:" + "|".join("".join("\\" + c if not c.isalnum() else c for c in s) for s in spellings) + ")"
+
+
 def grounded_numbers(compiler: SchemaCompiler, conj, alternatives: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
     """A number value's ``alternatives`` (single terminals of `constrained.json_schema.compile.numeric.number_alternatives`),
-    each intersected with the raw substrings of the text where ``x-grounded: true``
-    says so (numbers are not grounded by default): the number must be spelled as the
-    text spells it.  None left: `GroundingError`."""
+    each intersected with the numbers the text writes (`number_spellings`: whole
+    numbers of the text, so ``1`` is not grounded in ``10.0``) where ``x-grounded: true``
+    says so, or where `Grounding.numbers` grounds numbers by default: the number must
+    be spelled as the text spells it.  None left: `GroundingError` for ``x-grounded:
+    true``, else the fallback (a note; the number follows its schema only)."""
     from constrained.automata.byte_dfa import compile_terminal
-    from constrained.automata.substrings import substrings_regex
 
     grounding = compiler.options.grounding
-    if grounding is None or not alternatives or annotation(conj) is not True:
+    said = annotation(conj) if grounding is not None else None
+    if grounding is None or not alternatives or said is False \
+            or (said is None and not (grounding.default and grounding.numbers)):
         return alternatives
-    marker = substrings_regex(grounding.text, quoted=False)
+    spellings = number_spellings(grounding.text)
+    if not spellings:
+        unground(compiler, conj, said, "the text writes no number")
+        return alternatives
+    marker = _spellings_regex(spellings)
     defs = {name: key for key, name in compiler.builder.terminals.items()}
     out = []
     for alt in alternatives:
@@ -273,11 +313,13 @@ def grounded_numbers(compiler: SchemaCompiler, conj, alternatives: list[tuple[st
         except CompileTimeoutError:
             raise
         except CompileLimitError as e:
-            unground(compiler, conj, True, f"the number's automaton with the text's is too large ({e})")
+            unground(compiler, conj, said, f"the number's automaton with the text's is too large ({e})")
+            return alternatives
         if not empty:
             out.append((compiler.builder.term(regex, "GROUNDED_NUM", also, excluding),))
     if not out:
-        unground(compiler, conj, True, "no number spelled in the text fits its schema")
+        unground(compiler, conj, said, "no number the text writes fits its schema")
+        return alternatives
     return out
 
 
