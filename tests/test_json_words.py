@@ -85,3 +85,18 @@ def test_markers_are_validated_and_malformed_ones_refused() -> None:
     for bad in ("(*json-words:!!)", "(*json-words:" + "e30=" + ")", "(*json-string-except:W10"):
         with pytest.raises(RegexError):
             validate_regex(bad)
+
+
+@pytest.mark.parametrize("excluding", [False, True])
+def test_the_state_limit_counts_every_state(excluding: bool) -> None:
+    """``max_states`` bounds the table's rows exactly: an automaton of n states builds
+    under a limit of n and raises `CompileLimitError` under n - 1."""
+    from constrained.automata.json_words import words_automaton
+    from constrained.errors import CompileLimitError
+
+    words = ["id", "identifier", "name", "na\u00efve", "\U0001f600x"]
+    table, _, _ = words_automaton(words, excluding=excluding, max_states=20_000)
+    again, _, _ = words_automaton(words, excluding=excluding, max_states=len(table))
+    assert again.tobytes() == table.tobytes()
+    with pytest.raises(CompileLimitError):
+        words_automaton(words, excluding=excluding, max_states=len(table) - 1)

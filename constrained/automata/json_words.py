@@ -123,24 +123,19 @@ def words_automaton(words: Sequence[str], *, excluding: bool,
                     max_states: int) -> tuple[np.ndarray, np.ndarray, bool]:
     """``(table, accepting, trimmed)`` (not minimised) of the JSON strings spelling one of
     ``words`` (``excluding=False``) or none of them (see the module docstring); ``trimmed``:
-    every state can still reach acceptance."""
+    every state can still reach acceptance.
+
+    A node of the words' character trie contributes the same states and edges, relative
+    to its own state, wherever it is: one per child character and the partial escapes
+    its children's spellings share (`_node_template`, memoised per sequence of child
+    characters).  So the trie is walked once to number the states, and the edges of
+    every node are placed in the table at once."""
     from constrained.automata.byte_dfa import START
 
     s_table, s_accepting, body = _string_automaton()
     # new states are numbered after the string automaton's (the words fall off into them)
     # or, for the words alone, after the dead state and the start
     n_string = s_table.shape[0] if excluding else 2
-    edges: list[dict[int, int]] = []     # per new state: byte -> target (the DAG's own bytes)
-    string_state: list[int] = []         # per new state: the string automaton's state there
-
-    def new(s: int) -> int:
-        if n_string + len(edges) >= max_states:
-            raise CompileLimitError("the keys need too many automaton states", limit="max_dfa_states",
-                                    value=max_states)
-        edges.append({})
-        string_state.append(s)
-        return n_string + len(edges) - 1
-
     # the word trie over characters: node -> {character: child}, and which nodes end a word
     children: list[dict[int, int]] = [{}]
     ends = [False]
@@ -159,52 +154,96 @@ def words_automaton(words: Sequence[str], *, excluding: bool,
                 ends.append(False)
             node = nxt
         ends[node] = True
+    string_state = [body] if excluding else [body, 0]   # per new state: the string automaton's state there
     state_of = [-1] * len(children)
-    state_of[0] = new(body)
-    end = new(0) if not excluding else -1            # after a whole word's closing quote
-    for node in range(len(children)):               # parents before children (ids grow downwards)
+    state_of[0] = n_string
+    end = -1 if excluding else n_string + 1             # after a whole word's closing quote
+    placed: list[tuple[int, int, tuple]] = []           # (node's state, its template's base, template)
+    quote_rows: list[int] = []                          # states where a whole word was read
+    for node in range(len(children)):                   # parents before children (ids grow downwards)
         here = state_of[node]
-        for p, child in children[node].items():
-            if state_of[child] < 0:
-                state_of[child] = new(body)
-            target_of_word = state_of[child]
-            for spelling in spellings(p):
-                cur = here
-                last = len(spelling) - 1
-                for k, byte_set in enumerate(spelling):
-                    out = edges[cur - n_string]
-                    first = min(byte_set)
-                    old = out.get(first)
-                    if k == last:
-                        target = target_of_word
-                        if old is not None and old != target:
-                            raise RegexError("JSON words: overlapping spellings",   # never for JSON spellings
-                                             pattern=json.dumps(list(words))[:200])
-                    elif old is not None:                   # a partial escape shared with another character
-                        target = old
-                    else:
-                        target = new(int(s_table[string_state[cur - n_string], first]))
-                    for b in byte_set:
-                        out[b] = target
-                    cur = target
+        kids = children[node]
+        if kids:
+            template = _node_template(tuple(kids))
+            base = n_string + len(string_state) - 1     # template state r is base + r
+            for child, r in zip(kids.values(), template[1]):
+                state_of[child] = base + r
+            string_state.extend(template[0])
+            if n_string + len(string_state) > max_states:
+                raise CompileLimitError("the keys need too many automaton states", limit="max_dfa_states",
+                                        value=max_states)
+            placed.append((here, base, template))
         if ends[node]:
-            edges[here - n_string][0x22] = 0 if excluding else end
-    n = n_string + len(edges)
+            quote_rows.append(here)
     states = np.asarray(string_state, np.int64)
     if excluding:       # every byte the words do not continue falls off into the string automaton
         table = np.concatenate([s_table, s_table[states]])
-        acc = np.concatenate([s_accepting, np.zeros(len(edges), bool)])
+        acc = np.concatenate([s_accepting, np.zeros(len(string_state), bool)])
     else:
-        table = np.zeros((n, 256), np.int32)
-        acc = np.zeros(n, bool)
+        table = np.zeros((n_string + len(string_state), 256), np.int32)
+        acc = np.zeros(len(table), bool)
         acc[end] = True
-    rows = [n_string + i for i, out in enumerate(edges) for _ in out]
-    columns = [b for out in edges for b in out]
-    targets = [t for out in edges for t in out.values()]
-    table[rows, columns] = targets
+    if placed:
+        counts = [len(t[2]) for _, _, t in placed]
+        src = np.concatenate([t[2] for _, _, t in placed])
+        byte = np.concatenate([t[3] for _, _, t in placed])
+        dst = np.concatenate([t[4] for _, _, t in placed])
+        here_e = np.repeat(np.asarray([h for h, _, _ in placed], np.int64), counts)
+        base_e = np.repeat(np.asarray([b for _, b, _ in placed], np.int64), counts)
+        table[np.where(src == 0, here_e, base_e + src), byte] = base_e + dst
+    table[quote_rows, 0x22] = 0 if excluding else end
     table[START] = 0
     table[START, 0x22] = state_of[0]
     return table, acc, excluding or not skipped
+
+
+@functools.lru_cache(maxsize=8192)
+def _node_template(points: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...], np.ndarray, np.ndarray,
+                                                     np.ndarray]:
+    """What a trie node whose children are the characters ``points`` adds to
+    `words_automaton`, relative to the node's own state 0: ``(string states, child
+    states, src, byte, dst)``.  New states are numbered from 1 in the order they are made
+    (each child's state, then the partial escapes of its spellings that no earlier child
+    made: ``\\``, ``\\u``, ``\\u0``...), ``string states[r - 1]`` is the JSON string
+    automaton's state in new state ``r``, ``child states[i]`` the state of the i-th child,
+    and the edges ``src --byte--> dst`` (read-only arrays)."""
+    s_table, _, body = _string_automaton()
+    string_states = [body]                  # per local state (0: the node's own, inside a string)
+    edges: list[dict[int, int]] = [{}]
+
+    def new(s: int) -> int:
+        edges.append({})
+        string_states.append(s)
+        return len(edges) - 1
+
+    child_states = []
+    for p in points:
+        target_of_word = new(body)
+        child_states.append(target_of_word)
+        for spelling in spellings(p):
+            cur = 0
+            last = len(spelling) - 1
+            for k, byte_set in enumerate(spelling):
+                out = edges[cur]
+                first = min(byte_set)
+                old = out.get(first)
+                if k == last:
+                    target = target_of_word
+                    if old is not None and old != target:
+                        raise RegexError("JSON words: overlapping spellings",   # never for JSON spellings
+                                         pattern="".join(map(chr, points))[:80])
+                elif old is not None:                   # a partial escape shared with another character
+                    target = old
+                else:
+                    target = new(int(s_table[string_states[cur], first]))
+                for b in byte_set:
+                    out[b] = target
+                cur = target
+    triples = [(s, b, t) for s, out in enumerate(edges) for b, t in out.items()]
+    arrays = [np.asarray([x[i] for x in triples], np.int64) for i in range(3)]
+    for a in arrays:
+        a.setflags(write=False)
+    return tuple(string_states[1:]), tuple(child_states), arrays[0], arrays[1], arrays[2]
 
 
 def marker_dfa(regex: str, *, max_states: int, terminal: str | None = None):
