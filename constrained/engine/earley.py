@@ -31,7 +31,7 @@ import threading
 from dataclasses import dataclass
 from itertools import chain
 
-from constrained.deadline import check_deadline, passed, remaining, timeout_error
+from constrained.deadline import check_deadline, passed, timeout_error
 from constrained.errors import EmptyLanguageError
 from constrained.grammar.ir import Grammar, derivable
 
@@ -85,7 +85,7 @@ class ParserTables:
             if i % DEADLINE_EVERY == DEADLINE_EVERY - 1:      # in proportion to the work: a small grammar never
                 check_deadline(rule=str(r.lhs), what=f"numbering rule {i} of {count}")
             rules.append((nindex[r.lhs], tuple(sym(s) for s in r.rhs)))
-        productive = derivable(rules, _checking(lambda s: s < n_terms, "finding the productive rules"))
+        productive = derivable(rules, lambda s: s < n_terms, checking="finding the productive rules")
         if len(rules) >= DEADLINE_EVERY:
             check_deadline(what="finding the reachable rules")
         start = nindex[grammar.start]
@@ -107,7 +107,7 @@ class ParserTables:
                         reachable.add(s)
                         stack.append(s)
         rules = [(lhs, rhs) for lhs, rhs in rules if lhs in reachable]
-        nullable = derivable(rules, _checking(lambda s: False, "finding the nullable rules"))
+        nullable = derivable(rules, lambda s: False, checking="finding the nullable rules")
         by_lhs: dict[int, list[int]] = {}
         for i, (lhs, _) in enumerate(rules):
             by_lhs.setdefault(lhs, []).append(i)
@@ -115,22 +115,6 @@ class ParserTables:
                    rule_lhs=tuple(l for l, _ in rules), rule_rhs=tuple(r for _, r in rules),
                    rules_by_lhs={k: tuple(v) for k, v in by_lhs.items()},
                    nullable=frozenset(nullable), start=start)
-
-
-def _checking(base, what: str):
-    """``base`` (a symbol predicate of `derivable`), checking the open deadline every 65,536
-    calls (once per symbol of every rule): `derivable` cannot check it itself."""
-    if remaining() is None:
-        return base
-    calls = 0
-
-    def checked(s) -> bool:
-        nonlocal calls
-        calls += 1
-        if not calls & 0xFFFF and passed():
-            raise timeout_error(what=what)
-        return base(s)
-    return checked
 
 
 class ParserNode:

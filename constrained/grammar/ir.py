@@ -32,18 +32,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from constrained.deadline import DEFAULT_COMPILE_TIMEOUT
+from constrained.deadline import DEFAULT_COMPILE_TIMEOUT, passed, remaining, timeout_error
 from constrained.errors import GrammarError, RegexError
 from constrained.grammar.checks import ValueChecks
 
 JSON_SCHEMA_SOURCE = "<json schema>"   # the `Grammar.source` of grammars compiled from JSON Schemas
 
 
-def derivable(rules: Iterable[tuple[Hashable, Sequence[Hashable]]], base: Callable[[Hashable], bool]) -> set:
+def derivable(rules: Iterable[tuple[Hashable, Sequence[Hashable]]], base: Callable[[Hashable], bool], *,
+              checking: str | None = None) -> set:
     """The left-hand sides with a rule whose every symbol is ``base`` or (recursively)
     derivable: productive nonterminals (``base``: terminals), nullable ones (``base``:
     nothing).  A worklist over symbol uses, linear in the grammar's size (a chain of
-    thousands of nonterminals is not swept once per link).
+    thousands of nonterminals is not swept once per link).  With ``checking`` (what is
+    being done, for the error), the open compile deadline (`constrained.deadline`) is
+    checked every 65,536 symbols, in proportion to the work: `CompileTimeoutError` once
+    it has passed.
 
     >>> sorted(derivable([("a", ("x",)), ("b", ("a", "c")), ("c", ("c",))], lambda s: s == "x"))
     ['a']
@@ -53,7 +57,15 @@ def derivable(rules: Iterable[tuple[Hashable, Sequence[Hashable]]], base: Callab
     uses: dict[Hashable, list[int]] = {}
     done: set = set()
     ready: list = []
+    check = checking is not None and remaining() is not None
+    seen = 0
     for i, (lhs, rhs) in enumerate(rules):
+        if check:
+            seen += len(rhs)
+            if seen >= 0x10000:
+                seen = 0
+                if passed():
+                    raise timeout_error(what=checking)
         pending = [s for s in rhs if not base(s)]
         missing.append(len(pending))
         for sym in pending:
