@@ -238,7 +238,12 @@ def _finished_text(lm, sample, max_tokens: int) -> str:
     return text
 
 
-def extraction_grammar(json_schema: Any, text: str | None = None, *, grounded: bool = False,
+GROUNDED_VALUES = (False, True, "strings", "all")
+"""What ``grounded=`` takes: nothing grounded by default, free strings (``True`` and
+``"strings"``), or free strings and numbers (``"all"``)."""
+
+
+def extraction_grammar(json_schema: Any, text: str | None = None, *, grounded: bool | str = False,
                        **schema_options) -> Grammar:
     """The grammar `extract` decodes with: `Grammar.from_json_schema` with compact
     whitespace, canonical keys and enum strings (jump-forward appends them) and no
@@ -246,7 +251,8 @@ def extraction_grammar(json_schema: Any, text: str | None = None, *, grounded: b
     object declares ``properties`` (``additional_properties="declared"``: an object
     that declares none stays a map, so ``{"minProperties": 3}`` can be met), unless
     ``schema_options`` say otherwise.  With ``text``, values are grounded in it where
-    ``grounded`` (every free string) or their ``x-grounded: true`` annotation says so
+    ``grounded`` (``True``/``"strings"``: every free string; ``"all"``: every free
+    string and number) or their ``x-grounded: true`` annotation says so
     (`constrained.json_schema.grounding`).  Grammars without grounding are kept per
     schema and options (compiled once per process).
 
@@ -260,11 +266,15 @@ def extraction_grammar(json_schema: Any, text: str | None = None, *, grounded: b
     schema_options.setdefault("whitespace", "compact")
     schema_options.setdefault("additional_properties", "declared")
     schema_options.setdefault("fixed_strings", "canonical")
+    if not any(grounded is g or (isinstance(grounded, str) and grounded == g) for g in GROUNDED_VALUES):
+        raise ValueError(f"grounded must be one of {GROUNDED_VALUES}, not {grounded!r}")
     if text is not None and (grounded or _asks_grounding(json_schema)):
         from constrained import Grammar
         from constrained.json_schema.grounding import Grounding
 
-        return Grammar.from_json_schema(json_schema, grounding=Grounding(text, default=grounded), **schema_options)
+        return Grammar.from_json_schema(json_schema, grounding=Grounding(text, default=bool(grounded),
+                                                                         numbers=grounded == "all"),
+                                        **schema_options)
     try:
         key = json.dumps([json_schema, schema_options], sort_keys=True)
     except (TypeError, ValueError):           # options that are not JSON (documents=...): not kept
@@ -302,9 +312,92 @@ def _ungrounded_grammar(key: str | None, json_schema: Any, schema_options: dict)
     return hit
 
 
+COMPLETE_BLOCKERS = ("minProperties", "maxProperties", "dependentRequired", "dependentSchemas",
+                     "dependencies", "patternProperties", "propertyNames", "unevaluatedProperties", "allOf", "anyOf",
+                     "oneOf", "not", "if", "then", "else", "$ref", "$dynamicRef", "$recursiveRef", "enum", "const")
+"""Keywords of an object schema that `complete_schema` leaves alone (they count, tie or
+constrain members, so a member answered ``null`` and left out could change the value's
+validity); so is a ``required`` that is not a list of names."""
+
+
+def complete_schema(json_schema: Any) -> tuple[Any, list[tuple[str, ...]]]:
+    """``(schema, asked)``: ``json_schema`` with every optional declared member of its
+    objects made required, its value ``null`` or what its schema allows
+    (``{"anyOf": [{"type": "null"}, schema]}``), and the paths (member names from the
+    root) of those members.  `extract(..., complete=True)` decodes with it: the model
+    is asked for every member in schema order (jump-forward writes each key) and
+    answers ``null`` where the text does not give one; `drop_unanswered` then leaves
+    those members out, so the value validates against ``json_schema``.
+
+    Objects changed: the root and the objects declared inline in ``properties`` (not
+    behind ``$ref``, not in arrays), whose ``properties`` is an object and which have
+    none of `COMPLETE_BLOCKERS` but a list ``required``.  Not at all: a draft-03 schema
+    (``required`` inside properties) or one with a ``$ref`` into ``properties`` (the
+    wrapping moves the paths it names).
+
+    Example:
+        >>> s, asked = complete_schema({"type": "object", "properties": {"a": {"type": "string"},
+        ...                             "b": {"type": "integer"}}, "required": ["b"]})
+        >>> s["required"], s["properties"]["a"], asked
+        (['b', 'a'], {'anyOf': [{'type': 'null'}, {'type': 'string'}]}, [('a',)])
+    """
+    if not isinstance(json_schema, dict) or "draft-03" in str(json_schema.get("$schema", "")) \
+            or "/properties/" in json.dumps(json_schema) and _refs_into_properties(json_schema):
+        return json_schema, []
+    asked: list[tuple[str, ...]] = []
+
+    def walk(node: Any, path: tuple[str, ...]) -> Any:
+        if not isinstance(node, dict) or not isinstance(node.get("properties"), dict):
+            return node
+        required = node.get("required", [])
+        if not isinstance(required, list) or not all(isinstance(r, str) for r in required) \
+                or any(k in node for k in COMPLETE_BLOCKERS):
+            return node
+        out = dict(node)
+        props = {}
+        for name, sub in node["properties"].items():
+            sub = walk(sub, path + (name,))
+            if name not in required and sub is not False:
+                asked.append(path + (name,))
+                sub = {"anyOf": [{"type": "null"}, sub]}
+            props[name] = sub
+        out["properties"] = props
+        out["required"] = list(required) + [n for n in props if n not in required and props[n] is not False]
+        return out
+
+    return walk(json_schema, ()), asked
+
+
+def _refs_into_properties(node: Any) -> bool:
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and "/properties/" in ref:
+            return True
+        return any(_refs_into_properties(v) for v in node.values())
+    if isinstance(node, list):
+        return any(_refs_into_properties(v) for v in node)
+    return False
+
+
+def drop_unanswered(value: Any, asked: list[tuple[str, ...]]) -> Any:
+    """``value`` without the members at ``asked`` (`complete_schema`) answered ``null``.
+
+    Example:
+        >>> drop_unanswered({"a": None, "b": 2, "c": {"d": None}}, [("a",), ("c", "d")])
+        {'b': 2, 'c': {}}
+    """
+    for path in sorted(asked, key=len, reverse=True):
+        node = value
+        for name in path[:-1]:
+            node = node.get(name) if isinstance(node, dict) else None
+        if isinstance(node, dict) and path[-1] in node and node[path[-1]] is None:
+            del node[path[-1]]
+    return value
+
+
 def extract(schema: Any, text: str, *, model=None, instructions: str | None = None, max_tokens: int = 512,
             sampler=None, seed: int | None = None, progress: bool = False, speculative=None,
-            grounded: bool = False, **schema_options) -> Any:
+            grounded: bool | str = False, complete: bool = False, **schema_options) -> Any:
     """A value extracted from ``text`` that validates against ``schema`` (a dict, a JSON
     file path, or a pydantic model class: then an instance of it).
 
@@ -322,15 +415,28 @@ def extract(schema: Any, text: str, *, model=None, instructions: str | None = No
     `GenerationError` when even that does not fit in ``max_tokens``; never returns an
     invalid value.
 
-    ``grounded=True``: every free string value (not keys, ``enum``/``const`` strings,
-    numbers or booleans) is a substring of ``text``, intersected with the value's own
-    schema, so the model copies values instead of inventing them; a value annotated
-    ``"x-grounded": false`` in the schema stays free, and one annotated ``true`` is
-    grounded even without ``grounded=True`` (pydantic: ``Field(json_schema_extra=
-    {"x-grounded": True})``).  Where no substring of the text fits a grounded value's
-    schema, a value grounded by default falls back to its schema alone, while an
-    ``x-grounded: true`` value raises `constrained.json_schema.grounding.GroundingError`
-    before generation (see `constrained.json_schema.grounding`).
+    ``grounded=True`` (or ``"strings"``): every free string value (not keys,
+    ``enum``/``const`` strings, numbers or booleans) is a span of ``text`` (a non-empty
+    substring without whitespace at either end), intersected with the value's own
+    schema, so the model copies values instead of inventing them; ``grounded="all"``:
+    numbers too, each one a number the text writes (``10.0`` in "radius 10.0", not
+    ``1``).  A value annotated ``"x-grounded": false`` in the schema stays free, and
+    one annotated ``true`` is grounded even without ``grounded`` (pydantic:
+    ``Field(json_schema_extra={"x-grounded": True})``).  Where nothing in the text fits
+    a grounded value's schema, a value grounded by default falls back to its schema
+    alone, while an ``x-grounded: true`` value raises
+    `constrained.json_schema.grounding.GroundingError` before generation (see
+    `constrained.json_schema.grounding`).
+
+    ``complete=True``: the model is asked for every declared member, in schema order
+    (jump-forward writes each key), and answers a value or ``null``; members answered
+    ``null`` are left out of the result (`complete_schema`, `drop_unanswered`).  Greedy
+    decoding of a small model otherwise closes objects early (the default model left
+    out a quarter of the members the benchmark's texts give).  The cost: a member the
+    text does not give is filled where the model does not answer ``null`` — with a span
+    of the text where grounded, invented otherwise — so use it where texts are expected
+    to give most fields (``benchmarks/extraction_accuracy.py --absent`` measures how
+    often an absent member is filled).
 
     Example (with the default model installed):
         >>> extract("examples/contact.schema.json", "Reach Ada Lovelace at ada@example.org.",
@@ -338,16 +444,18 @@ def extract(schema: Any, text: str, *, model=None, instructions: str | None = No
         {'name': 'Ada Lovelace', 'email': 'ada@example.org'}"""
     json_schema, pydantic_class = load_schema(schema)
     lm = _language_model(model)
-    grammar = extraction_grammar(json_schema, text, grounded=grounded, **schema_options)
+    decoded, asked = complete_schema(json_schema) if complete else (json_schema, [])
+    grammar = extraction_grammar(decoded, text, grounded=grounded, **schema_options)
     prompt = _extraction_prompt(lm, json_schema, text, instructions)
     output = _finished_text(lm, _run(lm, prompt, grammar, sampler, max_tokens, seed, progress, speculative),
                             max_tokens)
-    return _validated(json_schema, pydantic_class, output)
+    return _validated(json_schema, pydantic_class, output, asked)
 
 
 def extract_many(schema: Any, texts: list[str], *, model=None, instructions: str | None = None,
                  max_tokens: int = 512, sampler=None, seed: int | None = None, batch_size: int = 8,
-                 progress: bool = False, grounded: bool = False, **schema_options) -> list[Any]:
+                 progress: bool = False, grounded: bool | str = False, complete: bool = False,
+                 **schema_options) -> list[Any]:
     """`extract` for many texts, ``batch_size`` at a time in one forward pass per step
     (`constrained.decoding.decode_batch`; each row has its own matcher).  Returns one
     item per text: the value, or the `GenerationError` that text raised (one text
@@ -355,7 +463,7 @@ def extract_many(schema: Any, texts: list[str], *, model=None, instructions: str
     ``run_batch`` (`samplers.AncestralSampler`); ``progress`` shows a bar of texts.
     ``grounded`` as in `extract` (each text then has its own grammar, a row its own
     matcher; a text whose grounding fails with `GroundingError` gets that error as its
-    item).
+    item); ``complete`` as in `extract`.
 
     Example (with the default model installed):
         >>> schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
@@ -369,8 +477,9 @@ def extract_many(schema: Any, texts: list[str], *, model=None, instructions: str
         raise ValueError(f"batch_size must be >= 1, not {batch_size}")
     json_schema, pydantic_class = load_schema(schema)
     lm = _language_model(model)
+    decoded, asked = complete_schema(json_schema) if complete else (json_schema, [])
     per_text = grounded or _asks_grounding(json_schema)
-    shared = None if per_text else _compiled(extraction_grammar(json_schema, **schema_options), lm)
+    shared = None if per_text else _compiled(extraction_grammar(decoded, **schema_options), lm)
     sampler = sampler or default_sampler()
     if not hasattr(sampler, "run_batch"):
         raise ValueError(f"{type(sampler).__name__} cannot decode batches (it has no run_batch)")
@@ -383,7 +492,7 @@ def extract_many(schema: Any, texts: list[str], *, model=None, instructions: str
             for t in chunk:
                 try:
                     matchers.append(shared.matcher() if shared is not None else _compiled(
-                        extraction_grammar(json_schema, t, grounded=grounded, **dict(schema_options)), lm).matcher())
+                        extraction_grammar(decoded, t, grounded=grounded, **dict(schema_options)), lm).matcher())
                 except GroundingError as e:
                     matchers.append(e)
             rows = [i for i, m in enumerate(matchers) if not isinstance(m, Exception)]
@@ -394,7 +503,8 @@ def extract_many(schema: Any, texts: list[str], *, model=None, instructions: str
                                             max_tokens=max_tokens, generator=generator)
                 for i, sample in zip(rows, samples):
                     try:
-                        results[i] = _validated(json_schema, pydantic_class, _finished_text(lm, sample, max_tokens))
+                        results[i] = _validated(json_schema, pydantic_class, _finished_text(lm, sample, max_tokens),
+                                                asked)
                     except GenerationError as e:
                         results[i] = e
             out.extend(results)
@@ -402,17 +512,51 @@ def extract_many(schema: Any, texts: list[str], *, model=None, instructions: str
     return out
 
 
+def field_list(json_schema: Any, max_description: int = 120) -> str:
+    """The default prompt's list of the root object's declared members, one a line with
+    its type and description (``""`` where the root declares none): the schema's JSON
+    alone leaves a small model unsure which members to write (measured in
+    ``benchmarks/extraction_accuracy.py``: more members given, fewer copied from
+    another field's sentence).
+
+    Example:
+        >>> print(field_list({"properties": {"name": {"type": "string", "description": "Full name"},
+        ...                                  "age": {"type": ["integer", "null"]}, "x": {}}}))
+        Fields:
+        - "name" (string): Full name
+        - "age" (integer/null)
+        - "x"
+    """
+    props = json_schema.get("properties") if isinstance(json_schema, dict) else None
+    if not isinstance(props, dict) or not props:
+        return ""
+    lines = ["Fields:"]
+    for name, sub in props.items():
+        kind = sub.get("type", "") if isinstance(sub, dict) else ""
+        kind = "/".join(k for k in kind if isinstance(k, str)) if isinstance(kind, list) else kind
+        about = sub.get("description", "") if isinstance(sub, dict) else ""
+        about = " ".join(about.split())[:max_description] if isinstance(about, str) else ""
+        lines.append(f"- {json.dumps(name, ensure_ascii=False)}" + (f" ({kind})" if isinstance(kind, str) and kind
+                                                                     else "") + (f": {about}" if about else ""))
+    return "\n".join(lines)
+
+
 def _extraction_prompt(lm, json_schema, text: str, instructions: str | None) -> list[int]:
-    system = (instructions or DEFAULT_INSTRUCTIONS).replace("{schema}", json.dumps(json_schema))
+    if instructions is None:
+        fields = field_list(json_schema)
+        system = DEFAULT_INSTRUCTIONS.replace("{schema}", json.dumps(json_schema)) + ("\n" + fields if fields else "")
+    else:
+        system = instructions.replace("{schema}", json.dumps(json_schema))
     return lm.prompt_ids(text, instructions=system)
 
 
-def _validated(json_schema, pydantic_class, output: str) -> Any:
-    """The parsed ``output``, validated against the schema (the last line of defence:
-    the grammar already guarantees validity); `GenerationError` if it does not."""
+def _validated(json_schema, pydantic_class, output: str, asked=()) -> Any:
+    """The parsed ``output`` (members at ``asked`` answered ``null`` left out,
+    `drop_unanswered`), validated against the schema (the last line of defence: the
+    grammar already guarantees validity); `GenerationError` if it does not."""
     import jsonschema
 
-    value = json.loads(output)
+    value = drop_unanswered(json.loads(output), asked)
     cls = jsonschema.validators.validator_for(json_schema, default=jsonschema.Draft202012Validator) \
         if isinstance(json_schema, dict) else jsonschema.Draft202012Validator
     errors = list(cls(json_schema, format_checker=cls.FORMAT_CHECKER).iter_errors(value))

@@ -150,6 +150,24 @@ def test_cli_extract_and_generate(tmp_path, capsys) -> None:
     assert main(["generate", "--prompt", "x"]) == 2
 
 
+def test_cli_extract_grounded_all_and_complete(tmp_path, capsys) -> None:
+    """``--grounded all --complete``: every member asked for, the string a span of the
+    text, the number one the text writes; the same value as the API gives."""
+    from constrained.cli import main
+
+    schema = {"type": "object", "properties": {"shape": {"type": "string"}, "radius": {"type": "number"}}}
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(schema))
+    text = "A short note on the record follows. Radius — 10.0. For the shape, use circle."
+    assert main(["extract", "--schema", str(path), "--text", text, "--max-tokens", "40", "--grounded", "all",
+                 "--complete"]) == 0
+    value = json.loads(capsys.readouterr().out)
+    assert value == extract(schema, text, max_tokens=40, grounded="all", complete=True)
+    assert set(value) <= {"shape", "radius"} and value.get("shape", "x") in text and value.get("radius", 10.0) == 10.0
+    with pytest.raises(ValueError, match="grounded"):
+        extract(schema, text, grounded="numbers")
+
+
 def test_extract_many_decodes_rows_like_extract_alone() -> None:
     schema = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 24},
                                                "country": {"enum": ["France", "Italy", "Norway"]}},
