@@ -14,7 +14,9 @@ one unless ``--model DIR``); printed as JSON.  ``--texts FILE`` (one text per li
 ``-`` for standard input) extracts from each line, ``--batch-size`` lines at a time,
 printing one JSON line per text (``null`` and a message on standard error where a
 text fails; exit status 1 then).  ``--grounded``: every free string value is copied
-from the text (a substring of it; ``x-grounded`` in the schema decides per value).  Long runs show a progress bar on a terminal.
+from the text (a span of it; ``x-grounded`` in the schema decides per value);
+``--grounded all``: numbers too.  ``--complete``: every declared member is asked for
+(answered or ``null``, left out).  Long runs show a progress bar on a terminal.
 
 ``constrained generate (--grammar FILE | --regex R | --schema FILE) --prompt P
 [--sampler greedy|temperature|top-k|top-p|min-p|mirostat] [--max-tokens N]``:
@@ -122,7 +124,7 @@ def cmd_extract(args) -> int:
     if args.text is not None:
         value = extract(args.schema, _read_text(args.text), model=model, max_tokens=args.max_tokens,
                         sampler=_sampler(args), seed=args.seed, progress=True, speculative=args.speculative,
-                        grounded=args.grounded)
+                        grounded=args.grounded or False, complete=args.complete)
         print(_json_line(value))
         return 0
     if args.speculative:
@@ -130,7 +132,8 @@ def cmd_extract(args) -> int:
         return 2
     texts = [line for line in _read_lines(args.texts) if line.strip()]
     values = extract_many(args.schema, texts, model=model, max_tokens=args.max_tokens, sampler=_sampler(args),
-                          seed=args.seed, batch_size=args.batch_size, progress=True, grounded=args.grounded)
+                          seed=args.seed, batch_size=args.batch_size, progress=True, grounded=args.grounded or False,
+                          complete=args.complete)
     failed = 0
     for i, value in enumerate(values, 1):
         if isinstance(value, ConstrainedError):
@@ -219,8 +222,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--text", help="the text, a file holding it, or - for standard input")
     s.add_argument("--texts", help="a file with one text per line (- for standard input): JSON lines out")
     s.add_argument("--batch-size", type=int, default=8, help="texts decoded together with --texts")
-    s.add_argument("--grounded", action="store_true",
-                   help="string values must be substrings of the text (x-grounded in the schema per value)")
+    s.add_argument("--grounded", nargs="?", const="strings", choices=["strings", "all"],
+                   help="string values (with 'all': and numbers) must be copied from the text "
+                        "(x-grounded in the schema per value)")
+    s.add_argument("--complete", action="store_true",
+                   help="ask for every declared member (the model answers a value or null; null ones are left out)")
     _generation_options(s)
     s.set_defaults(func=cmd_extract, needs_grammar=False)
     s = sub.add_parser("generate", help="constrained text for a prompt")
