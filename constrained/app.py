@@ -368,6 +368,37 @@ def complete_schema(json_schema: Any) -> tuple[Any, list[tuple[str, ...]]]:
     return walk(json_schema, ()), asked
 
 
+OBJECT_WHERE_DECLARED_BLOCKERS = ("type", "enum", "const", "$ref", "$dynamicRef", "$recursiveRef", "allOf", "anyOf",
+                                  "oneOf", "not", "if", "then", "else")
+
+
+def object_where_declared(json_schema: Any) -> Any:
+    """``json_schema`` with ``"type": "object"`` where its root declares ``properties``
+    but no type (nor anything else that could make another kind of value wanted or
+    the restriction empty: `OBJECT_WHERE_DECLARED_BLOCKERS`).  Such a schema accepts
+    any value, but describes an object; extraction restricts it to objects (a sound
+    restriction, like ``additional_properties="declared"``): the default model, free to
+    choose, answered ``123`` for ``{"properties": {"bar": ..., "baz": ...}}``.
+
+    Example:
+        >>> object_where_declared({"properties": {"a": {"type": "string"}}})
+        {'properties': {'a': {'type': 'string'}}, 'type': 'object'}
+        >>> object_where_declared({"properties": {"a": {}}, "anyOf": [{"type": "string"}, {}]})["anyOf"][0]
+        {'type': 'string'}
+    """
+    if isinstance(json_schema, dict) and isinstance(json_schema.get("properties"), dict) \
+            and json_schema["properties"] and not any(k in json_schema for k in OBJECT_WHERE_DECLARED_BLOCKERS):
+        return {**json_schema, "type": "object"}
+    return json_schema
+
+
+def _decoding_schema(json_schema: Any, complete: bool) -> tuple[Any, list[tuple[str, ...]]]:
+    """The schema `extract` decodes with (`object_where_declared`, and `complete_schema`
+    with ``complete``) and the members asked for."""
+    decoded = object_where_declared(json_schema)
+    return complete_schema(decoded) if complete else (decoded, [])
+
+
 def _refs_into_properties(node: Any) -> bool:
     if isinstance(node, dict):
         ref = node.get("$ref")
@@ -444,7 +475,7 @@ def extract(schema: Any, text: str, *, model=None, instructions: str | None = No
         {'name': 'Ada Lovelace', 'email': 'ada@example.org'}"""
     json_schema, pydantic_class = load_schema(schema)
     lm = _language_model(model)
-    decoded, asked = complete_schema(json_schema) if complete else (json_schema, [])
+    decoded, asked = _decoding_schema(json_schema, complete)
     grammar = extraction_grammar(decoded, text, grounded=grounded, **schema_options)
     prompt = _extraction_prompt(lm, json_schema, text, instructions)
     output = _finished_text(lm, _run(lm, prompt, grammar, sampler, max_tokens, seed, progress, speculative),
@@ -477,7 +508,7 @@ def extract_many(schema: Any, texts: list[str], *, model=None, instructions: str
         raise ValueError(f"batch_size must be >= 1, not {batch_size}")
     json_schema, pydantic_class = load_schema(schema)
     lm = _language_model(model)
-    decoded, asked = complete_schema(json_schema) if complete else (json_schema, [])
+    decoded, asked = _decoding_schema(json_schema, complete)
     per_text = grounded or _asks_grounding(json_schema)
     shared = None if per_text else _compiled(extraction_grammar(decoded, **schema_options), lm)
     sampler = sampler or default_sampler()

@@ -34,3 +34,27 @@ def test_extract_meets_min_properties_without_declared_properties():
         value = extract(SCHEMA, "The 2 is value2. Note that the 4 is set to value4. 1 — value1.", model=lm,
                         max_tokens=96, grounded=grounded)
         assert jsonschema.Draft202012Validator(SCHEMA).is_valid(value)
+
+
+def test_declared_properties_make_the_root_an_object():
+    """Regression (MaskBench dev ``Github_trivial---o25190``, found by
+    benchmarks/extraction_accuracy.py): a schema that declares ``properties`` but no
+    ``type`` accepts any value, and the default model answered ``123``; extraction
+    restricts such a root to objects (`object_where_declared`), a sound restriction."""
+    from constrained.app import object_where_declared
+
+    schema = {"$schema": "http://json-schema.org/draft-06/schema#",
+              "properties": {"bar": {"type": "string", "maxLength": 10}, "baz": {"type": "number"}}}
+    decoded = object_where_declared(schema)
+    assert decoded["type"] == "object" and "type" not in schema
+    ref = Reference(extraction_grammar(decoded))
+    assert ref.accepts(b'{"bar":"Hello","baz":123}') and not ref.accepts(b"123") and not ref.accepts(b'"x"')
+    for other in ({"properties": {"a": {}}, "type": ["object", "string"]}, {"properties": {"a": {}}, "not": {}},
+                  {"properties": {"a": {}}, "oneOf": [{"type": "string"}, {}]}, {"properties": {}},
+                  {"$ref": "#/definitions/x", "properties": {"a": {}}, "definitions": {"x": {}}}):
+        assert object_where_declared(other) == other
+    lm = LanguageModel.tiny(seed=0)
+    for complete in (False, True):
+        value = extract(schema, "Its bar: Hello. We recorded 123 as the baz.", model=lm, max_tokens=40,
+                        complete=complete)
+        assert isinstance(value, dict) and jsonschema.Draft6Validator(schema).is_valid(value)
