@@ -79,6 +79,7 @@ from constrained.json_schema.validation import SchemaValidators
 TRANSLATED_KEYWORDS = VALIDATION_KEYWORDS | {"then", "else"}
 MAX_DOCUMENT_DEPTH = 256  # JSON nesting of the schema document itself
 MAX_NESTING = 160         # sub-schemas compiled one inside the other (values nested that deep)
+_CONDITIONAL = frozenset({"if", "then", "else"})
 
 
 @dataclass(frozen=True)
@@ -261,15 +262,16 @@ class SchemaCompiler:
         """The right-hand sides of ``conj``'s nonterminal: its enum values, the branches of
         its first applicator, or else one set per kind of value it allows."""
         self._survey(conj)
-        if any(p.has("const") or p.has("enum") for p in conj):
+        present = frozenset().union(*(p.active for p in conj))    # every keyword some part still has
+        if "const" in present or "enum" in present:
             return literals.enum_alternatives(self, conj)
         for keyword in ("anyOf", "oneOf"):
-            for i, part in enumerate(conj):
-                if part.has(keyword):
-                    return applicators.distribute(self, conj, i, keyword)
-        for i, part in enumerate(conj):
-            if part.has("if") or part.has("then") or part.has("else"):
-                return applicators.if_then_else(self, conj, i)
+            if keyword in present:
+                return applicators.distribute(self, conj, next(i for i, p in enumerate(conj) if p.has(keyword)),
+                                              keyword)
+        if not _CONDITIONAL.isdisjoint(present):
+            return applicators.if_then_else(self, conj, next(i for i, p in enumerate(conj)
+                                                             if not _CONDITIONAL.isdisjoint(p.active)))
         for part in conj:
             for keyword in ("$dynamicRef", "$recursiveRef"):
                 if part.has(keyword):

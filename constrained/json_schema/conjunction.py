@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
 
 from constrained.errors import InvalidSchemaError, UnsupportedSchemaError
@@ -52,8 +52,14 @@ class Part:
     def pointer(self) -> str:
         return self.loc.pointer
 
+    @cached_property
+    def active(self) -> frozenset[str]:
+        """The keywords still to be read here: the schema's, less the done and structural
+        ones (computed once: a conjunction's parts are asked for keywords again and again)."""
+        return frozenset(self.loc.schema).difference(self.done, STRUCTURAL)
+
     def has(self, keyword: str) -> bool:
-        return keyword in self.loc.schema and keyword not in self.done and keyword not in STRUCTURAL
+        return keyword in self.active
 
     def get(self, keyword: str, default: Any = None) -> Any:
         return self.loc.schema[keyword] if self.has(keyword) else default
@@ -64,9 +70,15 @@ class Part:
     def without(self, keyword: str) -> Part:
         return Part(self.loc, self.done | {keyword})
 
-    @property
+    @cached_property
     def key(self) -> tuple:
         return (id(self.loc.schema), self.loc.base, self.done)
+
+    @cached_property
+    def flat(self) -> bool:
+        """Whether ``$ref`` and ``allOf`` are expanded here already (or absent): `flatten`
+        then only has to keep or drop the part."""
+        return STRUCTURAL.isdisjoint(self.loc.schema.keys() - self.done)
 
 
 Conjunction = tuple[Part, ...]
@@ -105,6 +117,12 @@ def flatten(items: Iterable[Part | tuple[Any, str, str]], index: SchemaIndex, di
         item = stack.pop()
         if isinstance(item, Part):
             part = item
+            if part.flat:          # a part of an earlier conjunction: kept once, if it says anything
+                if part.key not in seen:
+                    seen.add(part.key)
+                    if part.active:
+                        out.append(part)
+                continue
         else:
             schema, base, pointer = item
             if schema is True:
@@ -114,8 +132,15 @@ def flatten(items: Iterable[Part | tuple[Any, str, str]], index: SchemaIndex, di
             if not isinstance(schema, dict):
                 raise InvalidSchemaError(f"a schema must be an object or a boolean, not {type(schema).__name__}",
                                          pointer=pointer)
-            foreign = _foreign_keywords(schema, dialect)
-            part = Part(locate(index, schema, base, pointer), foreign)
+            loc = locate(index, schema, base, pointer)
+            if index.locate(schema) is loc:     # an object of the document: memoised by its id
+                memo_key = (id(schema), dialect.name)
+                foreign = index.foreign_keywords.get(memo_key)
+                if foreign is None:
+                    foreign = index.foreign_keywords[memo_key] = _foreign_keywords(schema, dialect)
+            else:
+                foreign = _foreign_keywords(schema, dialect)
+            part = Part(loc, foreign)
         if part.key in seen:
             continue
         seen.add(part.key)
@@ -136,7 +161,7 @@ def flatten(items: Iterable[Part | tuple[Any, str, str]], index: SchemaIndex, di
             if not isinstance(branches, list) or not branches:
                 raise InvalidSchemaError("allOf must be a non-empty array", keyword="allOf", pointer=pointer)
             pending.extend((sub, base, f"{pointer}/allOf/{i}") for i, sub in enumerate(branches))
-        if any(k not in STRUCTURAL and k not in part.done for k in schema):
+        if part.active:
             expanded = STRUCTURAL.intersection(schema) - part.done
             out.append(Part(part.loc, part.done | expanded) if expanded else part)  # never expanded twice
         stack.extend(reversed(pending))

@@ -71,6 +71,10 @@ class SchemaIndex:
         self._resources: dict[str, Located] = {}
         self._anchors: dict[str, Located] = {}
         self._located: dict[int, Located] = {}
+        # (id of a schema object of this document, dialect name) -> its keywords that
+        # dialect gives no meaning (`conjunction.flatten` asks again and again; the
+        # document's objects live as long as the index, so their ids stay theirs)
+        self.foreign_keywords: dict[tuple[int, str], frozenset[str]] = {}
         self._id_keyword = "id" if dialect_of(schema).name in ("draft3", "draft4") else "$id"
         self._walk(schema, root_uri, "", root_uri, "")
         here = self._located.get(id(schema))
