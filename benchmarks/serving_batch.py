@@ -39,8 +39,10 @@ warm-up schemas (generic JSON, a flat object), and llguidance builds matchers fo
 them, as a server that is up would have; then every (batch size, batch, engine) runs in its own forked
 process, so no run sees another's in-memory caches (the harness's own objects, the
 MaskBench records dropped, are frozen out of the garbage collector first:
-``gc.freeze()``, so that collections during a run scan the engine's objects, the
-warm-up's included, not the harness's).  Peak memory = the peak RSS
+``gc.freeze()``; after the warm-up the start-up heap is frozen too (imports, the
+warm-up's caches), as vLLM's engine core does once it is up (``freeze_gc_heap``), so
+collections during a run scan what the requests made; ``--no-freeze-startup`` leaves
+the start-up heap to them).  Peak memory = the peak RSS
 of that process (reset at its start) minus its RSS at the start: compiled
 grammars, matchers, caches built during the run and the mask array.
 
@@ -432,14 +434,16 @@ def run(batch_sizes: Sequence[int] = (1, 16, 64), batches: int = 2, seed: int = 
         data: str | os.PathLike[str] = DEFAULT_DATA, vocab_path: str | os.PathLike[str] = DEFAULT_VOCAB,
         vocab=None, engines: Sequence[str] = ENGINES, warmup: bool = True, isolate: bool = True,
         screen_timeout: float = 30.0, progress: bool = False, records: list[dict] | None = None,
-        property_order: str = "schema") -> dict[str, Any]:
+        property_order: str = "schema", freeze_startup: bool = True) -> dict[str, Any]:
     """Run the benchmark and return its results (what ``serving_batch.json`` holds).
 
     ``vocab``: an already loaded `TokenVocabulary` of ``vocab_path`` (a tokenizer
     directory; llguidance reads its ``tokenizer.json``).  ``engines``: llguidance is
     dropped (and noted) when not installed.  ``records``: MaskBench records to draw
     from instead of reading ``data``.  ``isolate=False`` runs everything in this
-    process (for tests; then runs share in-memory caches).
+    process (for tests; then runs share in-memory caches).  ``freeze_startup``: after the
+    warm-up, freeze what start-up made (imports, warm-up caches) out of the garbage
+    collector, as vLLM's engine core does once it is up (`freeze_gc_heap`).
     """
     t_start = time.time()
     notes = []
@@ -503,6 +507,9 @@ def run(batch_sizes: Sequence[int] = (1, 16, 64), batches: int = 2, seed: int = 
                             m.advance(t)
                     else:
                         eng.accepts(m, toks, eos)
+        if freeze_startup:      # the start-up heap is static from here on, as vLLM marks it
+            gc.collect()
+            gc.freeze()
         runs: list[dict] = []
         used = 0
         bar = _bar(progress, len(batch_sizes) * batches * len(objs), "serving runs")
@@ -537,7 +544,7 @@ def run(batch_sizes: Sequence[int] = (1, 16, 64), batches: int = 2, seed: int = 
                          "peak_memory": _ratio(o["peak_mib"], g["peak_mib"])}
     meta = {"date": time.strftime("%Y-%m-%d %H:%M"), "command_args": {
                 "batch_sizes": list(batch_sizes), "batches": batches, "seed": seed, "warmup": warmup,
-                "property_order": property_order,
+                "property_order": property_order, "freeze_startup": freeze_startup,
                 "screen_timeout_s": screen_timeout, "isolate": isolate},
             "data": data_name, "vocab": str(vocab_path),
             "vocab_size": len(vocab), "eos": eos, "engines": list(objs),
@@ -588,7 +595,8 @@ def markdown(res: dict) -> str:
              f"`python benchmarks/serving_batch.py --batch-sizes {','.join(map(str, a['batch_sizes']))} "
              f"--batches {a['batches']} --seed {a['seed']}"
              f"{'' if a['warmup'] else ' --no-warmup'}"
-             f"{' --property-order any' if a.get('property_order') == 'any' else ''}`; "
+             f"{' --property-order any' if a.get('property_order') == 'any' else ''}"
+             f"{' --no-freeze-startup' if a.get('freeze_startup') is False else ''}`; "
              f"ours: members {'in any order' if a.get('property_order') == 'any' else 'in declared order'}; "
              f"{meta['machine']}; one thread per engine; "
              f"vocabulary {Path(meta['vocab']).name} ({meta['vocab_size']:,} tokens)"
@@ -701,11 +709,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--property-order", choices=("schema", "any"), default="schema",
                     help="ours: members in declared order (default; llguidance's semantics) or in any order "
                          "(MaskBench's option)")
+    ap.add_argument("--no-freeze-startup", action="store_true",
+                    help="leave the start-up heap (imports, warm-up) to the garbage collector's full collections "
+                         "(by default it is frozen after the warm-up, as vLLM's engine core does once up)")
     args = ap.parse_args(argv)
     res = run([int(x) for x in args.batch_sizes.split(",") if x], args.batches, args.seed, data=args.data,
               vocab_path=args.vocab, engines=[e.strip() for e in args.engines.split(",") if e.strip()],
               warmup=not args.no_warmup, screen_timeout=args.screen_timeout, progress=not args.no_progress,
-              property_order=args.property_order)
+              property_order=args.property_order, freeze_startup=not args.no_freeze_startup)
     paths = write_reports(res, args.out)
     print(markdown(res))
     print("wrote " + ", ".join(map(str, paths)))
