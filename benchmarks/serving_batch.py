@@ -132,6 +132,11 @@ class OurEngine:
         return [m.advance(t) for m, t in zip(matchers, tokens)]
 
     @staticmethod
+    def copy(matcher):
+        """A second matcher at the same (start) state, sharing the compiled grammar."""
+        return matcher.fork()
+
+    @staticmethod
     def accepts(matcher, tokens: Sequence[int], eos: int) -> bool:
         return matcher.advance_many(tokens) == len(tokens) and matcher.advance(eos)
 
@@ -156,6 +161,11 @@ class LLGuidanceEngine:
         if m.is_error():
             raise ValueError(m.get_error())
         return m
+
+    @staticmethod
+    def copy(matcher):
+        """A second matcher at the same (start) state, sharing the compiled grammar."""
+        return matcher.deep_copy()
 
     def fill(self, matchers: list, rows: list[int], out: np.ndarray) -> None:
         from llguidance.numpy import fill_next_token_bitmask_par
@@ -298,8 +308,11 @@ def _bar(progress: bool, total: int | None, desc: str, **kw):
 
 # =============================================================================== one run
 
-def run_batch(engine, requests: list[dict], eos: int, progress: bool = False) -> dict[str, Any]:
-    """Compile every request fresh, then step the batch to the end (see the module docstring)."""
+def run_batch(engine, requests: list[dict], eos: int, progress: bool = False,
+              second_pass: bool = False) -> dict[str, Any]:
+    """Compile every request fresh, then step the batch to the end (see the module docstring).
+    ``second_pass``: then step the same requests again through second matchers of the
+    same compiled grammars, made before the first pass (``second_step_s``)."""
     clock = time.perf_counter
     rss0 = _status_kib("VmRSS")
     peak_reset = _reset_peak_rss()
@@ -328,55 +341,72 @@ def run_batch(engine, requests: list[dict], eos: int, progress: bool = False) ->
         gct.on = False
         gc_compile_s, gct.seconds = gct.seconds, 0.0
         gc_compile_n, gct.collections = dict(gct.collections), Counter()
-        n = len(requests)
-        out = np.zeros((n, engine.words), dtype=np.int32)
-        live = [i for i in range(n) if matchers[i] is not None]
-        pos = [0] * n
-        steps, fills, commits, sizes = [], [], [], []
-        bad_mask = refused = 0
-        bar = _bar(progress, None, f"{engine.name}: steps (batch {n})", unit="step")
+        spares = [engine.copy(m) if m is not None else None for m in matchers] if second_pass else None
         gct.on = True
-        while live:
-            ms = [matchers[i] for i in live]
-            toks = [requests[i]["tokens"][pos[i]] if pos[i] < len(requests[i]["tokens"]) else eos for i in live]
-            t0 = clock()
-            engine.fill(ms, live, out)
-            t1 = clock()
-            ok = engine.commit(ms, toks)
-            t2 = clock()
-            fills.append(t1 - t0)
-            commits.append(t2 - t1)
-            steps.append(t2 - t0)
-            sizes.append(len(live))
-            nxt = []
-            for i, t, accepted in zip(live, toks, ok):          # untimed checks and bookkeeping
-                if not (int(out[i, t >> 5]) >> (t & 31)) & 1:
-                    bad_mask += 1
-                if not accepted:
-                    refused += 1
-                elif t != eos:
-                    pos[i] += 1
-                    nxt.append(i)
-            live = nxt
-            if bar is not None:
-                bar.update(1)
+        first = _step_through(engine, matchers, requests, eos, progress)
         gct.on = False
-        if bar is not None:
-            bar.close()
         peak = _status_kib("VmHWM") if peak_reset else None
+        second = _step_through(engine, spares, requests, eos, progress) if spares is not None else None
     finally:
         gc.callbacks.remove(gct)
-    tokens = int(sum(sizes))
-    return {
-        "engine": engine.name, "requests": n, "compile_failed": dict(failed), "tokens": tokens, "steps": len(steps),
-        "compile_all_s": compile_all_s, "compile_s": compile_s, "gc_compile_s": gc_compile_s,
+    tokens = int(sum(first["sizes"]))
+    steps = first["steps"]
+    out = {
+        "engine": engine.name, "requests": len(requests), "compile_failed": dict(failed), "tokens": tokens,
+        "steps": len(steps), "compile_all_s": compile_all_s, "compile_s": compile_s, "gc_compile_s": gc_compile_s,
         "gc_compile_collections": gc_compile_n,
-        "step_s": steps, "fill_s": float(sum(fills)), "commit_s": float(sum(commits)),
-        "gc_steps_s": gct.seconds, "gc_collections": dict(gct.collections), "batch_sizes": sizes,
+        "step_s": steps, "fill_s": float(sum(first["fills"])), "commit_s": float(sum(first["commits"])),
+        "gc_steps_s": gct.seconds, "gc_collections": dict(gct.collections), "batch_sizes": first["sizes"],
         "per_token_mean_us": float(sum(steps)) / max(tokens, 1) * 1e6,
         "peak_mib": (peak - rss0) / 1024 if peak is not None and rss0 is not None else None,
-        "mask_refused_committed_token": bad_mask, "commit_refused": refused,
+        "mask_refused_committed_token": first["bad_mask"], "commit_refused": first["refused"],
     }
+    if second is not None:
+        out["second_step_s"] = second["steps"]
+        out["mask_refused_committed_token"] += second["bad_mask"]
+        out["commit_refused"] += second["refused"]
+    return out
+
+
+def _step_through(engine, matchers: list, requests: list[dict], eos: int, progress: bool) -> dict[str, Any]:
+    """Step every live matcher to the end of its request's tokens (then EOS), one batched
+    fill and one commit per step; the timings and the untimed checks of each step."""
+    clock = time.perf_counter
+    n = len(requests)
+    out = np.zeros((n, engine.words), dtype=np.int32)
+    live = [i for i in range(n) if matchers[i] is not None]
+    pos = [0] * n
+    steps, fills, commits, sizes = [], [], [], []
+    bad_mask = refused = 0
+    bar = _bar(progress, None, f"{engine.name}: steps (batch {n})", unit="step")
+    while live:
+        ms = [matchers[i] for i in live]
+        toks = [requests[i]["tokens"][pos[i]] if pos[i] < len(requests[i]["tokens"]) else eos for i in live]
+        t0 = clock()
+        engine.fill(ms, live, out)
+        t1 = clock()
+        ok = engine.commit(ms, toks)
+        t2 = clock()
+        fills.append(t1 - t0)
+        commits.append(t2 - t1)
+        steps.append(t2 - t0)
+        sizes.append(len(live))
+        nxt = []
+        for i, t, accepted in zip(live, toks, ok):          # untimed checks and bookkeeping
+            if not (int(out[i, t >> 5]) >> (t & 31)) & 1:
+                bad_mask += 1
+            if not accepted:
+                refused += 1
+            elif t != eos:
+                pos[i] += 1
+                nxt.append(i)
+        live = nxt
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+    return {"steps": steps, "fills": fills, "commits": commits, "sizes": sizes, "bad_mask": bad_mask,
+            "refused": refused}
 
 
 # =============================================================================== the benchmark
@@ -427,6 +457,8 @@ def _pool(runs: list[dict]) -> dict[str, Any]:
         "mask_refused_committed_token": sum(r["mask_refused_committed_token"] for r in runs),
         "commit_refused": sum(r["commit_refused"] for r in runs),
         "compile_failed": sum(sum(r["compile_failed"].values()) for r in runs),
+        "second_step_us": (summarize([t for r in runs for t in r["second_step_s"]])
+                           if runs and all("second_step_s" in r for r in runs) else None),
     }
 
 
@@ -434,7 +466,7 @@ def run(batch_sizes: Sequence[int] = (1, 16, 64), batches: int = 2, seed: int = 
         data: str | os.PathLike[str] = DEFAULT_DATA, vocab_path: str | os.PathLike[str] = DEFAULT_VOCAB,
         vocab=None, engines: Sequence[str] = ENGINES, warmup: bool = True, isolate: bool = True,
         screen_timeout: float = 30.0, progress: bool = False, records: list[dict] | None = None,
-        property_order: str = "schema", freeze_startup: bool = True) -> dict[str, Any]:
+        property_order: str = "schema", freeze_startup: bool = True, second_pass: bool = False) -> dict[str, Any]:
     """Run the benchmark and return its results (what ``serving_batch.json`` holds).
 
     ``vocab``: an already loaded `TokenVocabulary` of ``vocab_path`` (a tokenizer
@@ -444,6 +476,7 @@ def run(batch_sizes: Sequence[int] = (1, 16, 64), batches: int = 2, seed: int = 
     process (for tests; then runs share in-memory caches).  ``freeze_startup``: after the
     warm-up, freeze what start-up made (imports, warm-up caches) out of the garbage
     collector, as vLLM's engine core does once it is up (`freeze_gc_heap`).
+    ``second_pass``: each run also steps its requests a second time (see `run_batch`).
     """
     t_start = time.time()
     notes = []
@@ -519,7 +552,7 @@ def run(batch_sizes: Sequence[int] = (1, 16, 64), batches: int = 2, seed: int = 
                 used += b
                 for eng in objs.values():
                     load = [round(x, 2) for x in os.getloadavg()]
-                    res = in_fork(run_batch, eng, reqs, eos, progress, isolate=isolate)
+                    res = in_fork(run_batch, eng, reqs, eos, progress, second_pass, isolate=isolate)
                     res.update(batch_size=b, batch=k, schema_indices=[r["index"] for r in reqs], loadavg_at_start=load)
                     runs.append(res)
                     if bar is not None:
@@ -544,7 +577,7 @@ def run(batch_sizes: Sequence[int] = (1, 16, 64), batches: int = 2, seed: int = 
                          "peak_memory": _ratio(o["peak_mib"], g["peak_mib"])}
     meta = {"date": time.strftime("%Y-%m-%d %H:%M"), "command_args": {
                 "batch_sizes": list(batch_sizes), "batches": batches, "seed": seed, "warmup": warmup,
-                "property_order": property_order, "freeze_startup": freeze_startup,
+                "property_order": property_order, "freeze_startup": freeze_startup, "second_pass": second_pass,
                 "screen_timeout_s": screen_timeout, "isolate": isolate},
             "data": data_name, "vocab": str(vocab_path),
             "vocab_size": len(vocab), "eos": eos, "engines": list(objs),
@@ -596,7 +629,8 @@ def markdown(res: dict) -> str:
              f"--batches {a['batches']} --seed {a['seed']}"
              f"{'' if a['warmup'] else ' --no-warmup'}"
              f"{' --property-order any' if a.get('property_order') == 'any' else ''}"
-             f"{' --no-freeze-startup' if a.get('freeze_startup') is False else ''}`; "
+             f"{' --no-freeze-startup' if a.get('freeze_startup') is False else ''}"
+             f"{' --second-pass' if a.get('second_pass') else ''}`; "
              f"ours: members {'in any order' if a.get('property_order') == 'any' else 'in declared order'}; "
              f"{meta['machine']}; one thread per engine; "
              f"vocabulary {Path(meta['vocab']).name} ({meta['vocab_size']:,} tokens)"
@@ -633,6 +667,20 @@ def markdown(res: dict) -> str:
                 lines.append(f"| {b} | {_f(100 * o['fill_share'], 1)}% | {_f(100 * o['commit_share'], 1)}% | "
                              f"{_f(100 * o['gc_share'], 1)}% | {_f(c.get('p50_ms'), 1)} | {_f(c.get('p99_ms'), 1)} | "
                              f"{_f(c.get('max_ms'), 1)} | {_f(100 * o['gc_compile_share'], 1)}% |")
+    if any(p.get("second_step_us") for per in summ.values() for p in per.values()):
+        lines += ["", "Schemas seen before: the same requests stepped a second time, through matchers made "
+                      "before the first pass from the same compiled grammars (what a server sees when "
+                      "requests repeat a schema and the compiled grammar is cached):", "",
+                  "| batch | step p50 (µs) | step p99 (µs) |", "|---|---|---|"]
+        for b, per in summ.items():
+            cells = []
+            for q in ("p50_us", "p99_us"):
+                vals = [per[e]["second_step_us"][q] if per[e].get("second_step_us") else None for e in per]
+                text = " / ".join(_f(v, 0) for v in vals)
+                if len(vals) == 2 and None not in vals and vals[1]:
+                    text += f" (**{vals[0] / vals[1]:.1f}×**)"
+                cells.append(text)
+            lines.append(f"| {b} | {cells[0]} | {cells[1]} |")
     sc = res["screening"]
     lines += ["", f"Requests: {sc['used']} used; {sc['screened']} MaskBench records with a valid instance drawn "
                   f"(seed {a['seed']}) and screened, {sc['usable']} usable; skipped: "
@@ -712,11 +760,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--no-freeze-startup", action="store_true",
                     help="leave the start-up heap (imports, warm-up) to the garbage collector's full collections "
                          "(by default it is frozen after the warm-up, as vLLM's engine core does once up)")
+    ap.add_argument("--second-pass", action="store_true",
+                    help="also step every batch's requests a second time through fresh matchers of the same "
+                         "compiled grammars (schemas seen before)")
     args = ap.parse_args(argv)
     res = run([int(x) for x in args.batch_sizes.split(",") if x], args.batches, args.seed, data=args.data,
               vocab_path=args.vocab, engines=[e.strip() for e in args.engines.split(",") if e.strip()],
               warmup=not args.no_warmup, screen_timeout=args.screen_timeout, progress=not args.no_progress,
-              property_order=args.property_order, freeze_startup=not args.no_freeze_startup)
+              property_order=args.property_order, freeze_startup=not args.no_freeze_startup,
+              second_pass=args.second_pass)
     paths = write_reports(res, args.out)
     print(markdown(res))
     print("wrote " + ", ".join(map(str, paths)))

@@ -218,7 +218,7 @@ def test_serving_benchmark_smoke(llama3, tmp_path, monkeypatch, with_llguidance:
         monkeypatch.setattr(sb, "llguidance_available", lambda: False)
     path, vocab = llama3
     res = sb.run([2], batches=1, seed=1, vocab_path=path, vocab=vocab, records=SMOKE_RECORDS, warmup=False,
-                 isolate=with_llguidance)      # one run in forked processes, one in this one
+                 isolate=with_llguidance, second_pass=True)      # one run in forked processes, one in this one
     engines = ["ours", "llguidance"] if with_llguidance else ["ours"]
     assert res["meta"]["engines"] == engines
     assert res["screening"]["used"] == 2 and not res["screening"]["skipped"]
@@ -227,6 +227,8 @@ def test_serving_benchmark_smoke(llama3, tmp_path, monkeypatch, with_llguidance:
         assert s["requests"] == 2 and s["tokens"] > 10 and s["steps"] >= s["tokens"] // 2
         assert s["mask_refused_committed_token"] == s["commit_refused"] == s["compile_failed"] == 0
         assert s["step_us"]["p50_us"] > 0 and s["compile_all_s"] > 0
+        # the second pass steps the same tokens (checked: every token allowed and accepted)
+        assert s["second_step_us"]["tokens"] == s["steps"]
     assert bool(res["ratios"]) == with_llguidance
     if not with_llguidance:
         assert "not installed" in res["meta"]["notes"][0]
@@ -234,4 +236,4 @@ def test_serving_benchmark_smoke(llama3, tmp_path, monkeypatch, with_llguidance:
     assert [p.name for p in paths] == ["serving_batch.json", "serving_batch.md"] + (
         ["serving_batch.png"] if with_llguidance else [])
     md = (tmp_path / "serving_batch.md").read_text()
-    assert "| 2 | 2 /" in md and ("×" in md) == with_llguidance
+    assert "| 2 | 2 /" in md and ("×" in md) == with_llguidance and "Schemas seen before" in md
