@@ -654,6 +654,7 @@ def _variants(node: Node, pattern: str) -> Variants:
     return _combine(acc, _star_tail(v, None if hi is None else hi - lo))
 
 
+@functools.lru_cache(maxsize=4096)
 def pattern_search_regex(pattern: str) -> str:
     """A Python regex (no anchors) whose full matches are the strings where ``pattern`` finds a match.
 

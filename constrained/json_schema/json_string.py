@@ -147,6 +147,7 @@ def _encode(node: Node) -> Node:
     return mk_rep(_encode(sub), lo, hi)
 
 
+@functools.lru_cache(maxsize=4096)
 def json_string_body_regex(char_regex: str) -> str:
     """Python regex over the JSON text between the quotes, for strings ``char_regex`` full-matches.
 

@@ -75,6 +75,7 @@ class SchemaIndex:
         # dialect gives no meaning (`conjunction.flatten` asks again and again; the
         # document's objects live as long as the index, so their ids stay theirs)
         self.foreign_keywords: dict[tuple[int, str], frozenset[str]] = {}
+        self._resolved: dict[tuple[str, str], tuple[Any, str, str]] = {}   # (ref, base) -> `resolve`'s answer
         self._id_keyword = "id" if dialect_of(schema).name in ("draft3", "draft4") else "$id"
         self._walk(schema, root_uri, "", root_uri, "")
         here = self._located.get(id(schema))
@@ -161,6 +162,14 @@ class SchemaIndex:
         """``(sub-schema, its base URI, canonical key)`` for ``ref`` found at ``pointer``."""
         if not isinstance(ref, str):
             raise InvalidSchemaError("$ref must be a string", keyword="$ref", pointer=pointer)
+        hit = self._resolved.get((ref, base))
+        if hit is not None:
+            return hit
+        resolved = self._resolve(ref, base, pointer)
+        self._resolved[(ref, base)] = resolved
+        return resolved
+
+    def _resolve(self, ref: str, base: str, pointer: str) -> tuple[Any, str, str]:
         uri, frag = urldefrag(join_uri(base, ref))
         frag = unquote(frag)
         if frag and not frag.startswith("/"):
