@@ -448,7 +448,9 @@ def extract(schema: Any, text: str, *, model=None, instructions: str | None = No
 
     ``grounded=True`` (or ``"strings"``): every free string value (not keys,
     ``enum``/``const`` strings, numbers or booleans) is a span of ``text`` (a non-empty
-    substring without whitespace at either end), intersected with the value's own
+    substring without whitespace at either end, inside one sentence and without the
+    period that ends it, unless the value says ``"x-grounded-sentences": false``),
+    intersected with the value's own
     schema, so the model copies values instead of inventing them; ``grounded="all"``:
     numbers too, each one a number the text writes (``10.0`` in "radius 10.0", not
     ``1``).  A value annotated ``"x-grounded": false`` in the schema stays free, and

@@ -24,7 +24,7 @@ import pytest
 
 from constrained import TokenVocabulary, compile_grammar, unpack_mask
 from constrained.automata.byte_dfa import compile_regex
-from constrained.automata.substrings import substrings_regex, suffix_automaton
+from constrained.automata.substrings import sentence_ends, substrings_regex, suffix_automaton
 from constrained.errors import ConstrainedError, RegexError
 from constrained.json_schema.compiler import compile_json_schema
 from constrained.json_schema.grounding import Grounding, GroundingError
@@ -38,10 +38,19 @@ TEXTS = [
 ]
 
 
+def _all_substrings(text: str) -> set[str]:
+    return {text[i:j] for i in range(len(text) + 1) for j in range(i, len(text) + 1)}
+
+
 def _substrings(text: str) -> set[str]:
     """The spans of ``text``: non-empty substrings without whitespace at either end."""
-    subs = {text[i:j] for i in range(len(text)) for j in range(i + 1, len(text) + 1)}
-    return {s for s in subs if not s[0].isspace() and not s[-1].isspace()}
+    return {s for s in _all_substrings(text) if s and not s[0].isspace() and not s[-1].isspace()}
+
+
+def _in_a_sentence(text: str, s: str) -> bool:
+    """Whether ``s`` occurs in ``text`` covering none of its sentence ends."""
+    ends = sentence_ends(text)
+    return any(text.startswith(s, i) and not any(i <= e < i + len(s) for e in ends) for i in range(len(text)))
 
 
 def _candidates(text: str, rng: random.Random, n: int) -> list[str]:
@@ -62,13 +71,15 @@ def _candidates(text: str, rng: random.Random, n: int) -> list[str]:
 
 @pytest.mark.parametrize("text", TEXTS)
 def test_substring_automaton_is_its_definition(text):
-    subs = _substrings(text)
+    subs, spans = _all_substrings(text), _substrings(text)
     quoted = compile_regex(substrings_regex(text))
+    sentences = compile_regex(substrings_regex(text, sentences=True))
     raw = compile_regex(substrings_regex(text, quoted=False))
     rng = random.Random(text)
     for s in _candidates(text, rng, 3000):
         canonical = json.dumps(s, ensure_ascii=False).encode("utf-8", "surrogatepass")
-        assert quoted.matches(canonical) == (s in subs), s
+        assert quoted.matches(canonical) == (s in spans), s
+        assert sentences.matches(canonical) == (s in spans and _in_a_sentence(text, s)), s
         if json.dumps(s).encode() != canonical:          # another spelling of the same string: refused
             assert not quoted.matches(json.dumps(s).encode())
         assert raw.matches(s.encode("utf-8", "surrogatepass")) == (s in subs), s
@@ -116,7 +127,7 @@ def _oracle(schema, text, default=True):
             return False
         for key, v in value.items():
             grounded = schema["properties"][key].get("x-grounded", default and "enum" not in schema["properties"][key])
-            if isinstance(v, str) and grounded and (v not in text or not v or v != v.strip()):
+            if isinstance(v, str) and grounded and (not _in_a_sentence(text, v) or not v or v != v.strip()):
                 return False
         return True
     return ok
@@ -149,7 +160,7 @@ def test_grounded_schema_against_oracle(text):
     oracle = _oracle(SCHEMA, text)
     rng = random.Random(f"oracle:{text}")
     agree = accepted = 0
-    for data in _instances(text, rng, 600):
+    for data in _instances(text, rng, 900):
         want = oracle(data)
         assert ref.accepts(data) == want, data
         agree += 1
@@ -187,7 +198,7 @@ def test_spans_are_trimmed_and_never_empty():
     """The empty string and values padded with the text's whitespace are substrings but
     not spans: refused; a schema that allows nothing else falls back (noted)."""
     schema = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}
-    ref = Reference(compile_json_schema(schema, grounding=Grounding("Use Facebook. Then stop."),
+    ref = Reference(compile_json_schema(schema, grounding=Grounding("Use Facebook. Then stop.", sentences=False),
                                         whitespace="compact").grammar)
     assert ref.accepts(b'{"a":"Facebook."}') and ref.accepts(b'{"a":"Facebook. Then"}')
     assert not ref.accepts(b'{"a":""}') and not ref.accepts(b'{"a":"Facebook. "}')
@@ -196,6 +207,21 @@ def test_spans_are_trimmed_and_never_empty():
     c = compile_json_schema(empty_only, grounding=Grounding("some text"), whitespace="compact")
     assert any(n.keyword == "x-grounded" and n.pointer == "/properties/a" for n in c.notes)
     assert Reference(c.grammar).accepts(b'{"a":""}')
+
+
+def test_spans_stay_inside_a_sentence_unless_a_value_says_otherwise():
+    """By default a span neither crosses a sentence end nor takes the period that ends
+    it ("Dr." and "e.g." do not end sentences); ``x-grounded-sentences: false`` on a
+    value lets it cross."""
+    text = "Ship it to St. Louis. Then ask Dr. Who, e.g. via mail. Done."
+    schema = {"type": "object", "properties": {"a": {"type": "string"},
+                                               "b": {"type": "string", "x-grounded-sentences": False}}}
+    ref = Reference(compile_json_schema(schema, grounding=Grounding(text), whitespace="compact").grammar)
+    for value, inside in [("St. Louis", True), ("Louis", True), ("Louis.", False), ("Louis. Then", False),
+                          ("Dr. Who, e.g. via mail", True), ("mail.", False), ("Done", True), ("Done.", False)]:
+        data = json.dumps(value).encode()
+        assert ref.accepts(b'{"a":' + data + b"}") == inside, value
+        assert ref.accepts(b'{"b":' + data + b"}"), value
 
 
 def test_checked_format_has_a_valid_substring_or_falls_back():

@@ -6,23 +6,26 @@ automaton built here: the suffix automaton of the text over characters (at most
 ``2n - 1`` states, built in linear time; a state reached from the root spells a
 substring), each character edge spelled in bytes and minimised.
 
-The automaton accepts the text's *spans*: its non-empty substrings that neither start
-nor end with whitespace (``str.isspace``).  The empty string is a substring of every
-text and so grounds nothing, and a value padded with the text's spaces (``"Facebook.
-"``) is never the value meant; its trimmed span is one too.  The root accepts nothing
-and has no whitespace edge; a state accepts where its strings end with a
-non-whitespace character (all strings of a suffix-automaton state end with the same
-character).
+Three modes:
 
-Two spellings:
-
-* ``quoted=True``: a JSON string ``"..."`` whose characters form a span of the
-  text, each character in its canonical JSON spelling (``json.dumps(c,
-  ensure_ascii=False)``: UTF-8, ``\\"``, ``\\\\``, ``\\n``, ``\\u001f``...).  One
-  spelling per character is a sound restriction of the JSON text (the value is the
-  same) and keeps the automaton linear in the text.
-* ``quoted=False``: the UTF-8 bytes of a span, raw (for numbers, whose JSON
-  spelling is their text).
+* ``json`` (``quoted=True``): a JSON string ``"..."`` whose characters form a *span*
+  of the text — a non-empty substring that neither starts nor ends with whitespace
+  (``str.isspace``) — each character in its canonical JSON spelling
+  (``json.dumps(c, ensure_ascii=False)``: UTF-8, ``\\"``, ``\\\\``, ``\\n``,
+  ``\\u001f``...).  The empty string is a substring of every text and so grounds
+  nothing, and a value padded with the text's spaces (``"Facebook. "``) is never the
+  value meant; its trimmed span is one too.  The root accepts nothing and has no
+  whitespace edge; a state accepts where its strings end with a non-whitespace
+  character (all strings of a suffix-automaton state end with the same character).
+  One spelling per character is a sound restriction of the JSON text (the value is
+  the same) and keeps the automaton linear in the text.
+* ``json-sentences`` (``sentences=True``): spans inside one sentence of the text,
+  without the character that ends it (`sentence_ends`): the automaton of the text
+  with each sentence end replaced by a character the text lacks, whose edges are
+  dropped.  ``"Use Facebook. We..."`` grounds ``"Facebook"``, not ``"Facebook."`` or
+  ``"Facebook. We"``.
+* ``raw`` (``quoted=False``): the UTF-8 bytes of any substring (llguidance's
+  ``%regex {"substring_chars": ...}`` in lark grammars).
 
 The automaton travels inside a grammar as a *marker regex*, ``substrings_regex(text)``:
 a string `compile_regex` recognises and builds with `substrings_dfa` (no Python
@@ -53,8 +56,12 @@ MARKER = "(*substrings:"
 """Start of a substring marker regex (``(*`` is a syntax error for Python's ``re``)."""
 
 
-def substrings_regex(text: str, *, quoted: bool = True) -> str:
-    """The marker regex standing for the substrings of ``text`` (see the module docstring).
+MODES = ("json", "json-sentences", "raw")
+
+
+def substrings_regex(text: str, *, quoted: bool = True, sentences: bool = False) -> str:
+    """The marker regex standing for the spans of ``text`` (``quoted``; within its
+    sentences with ``sentences``) or its substrings (raw; see the module docstring).
 
     Example:
         >>> substrings_regex("ab").startswith(MARKER)
@@ -62,8 +69,50 @@ def substrings_regex(text: str, *, quoted: bool = True) -> str:
     """
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, not {type(text).__name__}")
+    if sentences and not quoted:
+        raise ValueError("sentences=True is a mode of quoted spans")
     data = base64.b64encode(text.encode("utf-8", "surrogatepass")).decode("ascii")
-    return f"{MARKER}{'json' if quoted else 'raw'}:{data})"
+    return f"{MARKER}{('json-sentences' if sentences else 'json') if quoted else 'raw'}:{data})"
+
+
+ABBREVIATIONS = frozenset("mr mrs ms dr prof st sr jr mt ft inc ltd co corp vs etc no nr vol fig approx dept est "
+                          "jan feb mar apr jun jul aug sep sept oct nov dec ave rd blvd".split())
+"""Words whose period does not end a sentence (``Dr. Smith``, ``St. Louis``); so does
+a single letter's (``J. Smith``, ``U.S. Army``)."""
+
+
+def sentence_ends(text: str) -> list[int]:
+    """Indices of the characters that end a sentence of ``text``: a ``.``, ``!`` or ``?``
+    followed by the end of the text or by whitespace and then an uppercase letter, a
+    digit or a quote, not the period of an abbreviation (`ABBREVIATIONS`) or of a
+    single letter.
+
+    Example:
+        >>> t = "Ship to St. Louis. Its id: e.g. 7. Ask J. Doe! Done."
+        >>> [t[:i + 1][-8:] for i in sentence_ends(t)]
+        ['. Louis.', ' e.g. 7.', ' J. Doe!', 'e! Done.']
+    """
+    out = []
+    for i, c in enumerate(text):
+        if c not in ".!?":
+            continue
+        j = i + 1
+        if j < len(text):
+            if not text[j].isspace():
+                continue
+            while j < len(text) and text[j].isspace():
+                j += 1
+            if j < len(text) and not (text[j].isupper() or text[j].isdigit() or text[j] in "\"'\u201c("):
+                continue
+        if c == ".":
+            k = i
+            while k > 0 and text[k - 1].isalpha():
+                k -= 1
+            word = text[k:i]
+            if len(word) == 1 or word.lower() in ABBREVIATIONS:
+                continue
+        out.append(i)
+    return out
 
 
 def is_substrings_regex(regex: str) -> bool:
@@ -73,17 +122,22 @@ def is_substrings_regex(regex: str) -> bool:
 
 def parse_substrings_regex(regex: str) -> tuple[str, bool]:
     """``(text, quoted)`` of a marker; `RegexError` if it is malformed."""
+    text, mode = _parse(regex)
+    return text, mode != "raw"
+
+
+def _parse(regex: str) -> tuple[str, str]:
     try:
         body = regex[len(MARKER):]
         if not body.endswith(")"):
             raise ValueError("no closing parenthesis")
         mode, data = body[:-1].split(":", 1)
-        if mode not in ("json", "raw"):
+        if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}")
         text = base64.b64decode(data.encode("ascii"), validate=True).decode("utf-8", "surrogatepass")
     except (ValueError, UnicodeError) as e:
         raise RegexError(f"malformed substring marker: {e}", pattern=regex[:80]) from None
-    return text, mode == "json"
+    return text, mode
 
 
 def suffix_automaton(text: str) -> list[dict[str, int]]:
@@ -138,20 +192,26 @@ def canonical_spelling(c: str) -> bytes:
 def substrings_dfa(regex: str, *, max_states: int, terminal: str | None = None):
     """The trimmed, minimal `ByteDFA` of a marker regex (see `substrings_regex`);
     `CompileLimitError` past ``max_states`` states."""
-    text, quoted = parse_substrings_regex(regex)
-    return _substrings_dfa(regex, text, quoted, max_states, terminal)
+    text, mode = _parse(regex)
+    return _substrings_dfa(regex, text, mode, max_states, terminal)
 
 
 @functools.lru_cache(maxsize=64)
-def _substrings_dfa(regex: str, text: str, quoted: bool, max_states: int, terminal: str | None):
+def _substrings_dfa(regex: str, text: str, mode: str, max_states: int, terminal: str | None):
     from constrained.automata.byte_dfa import DEAD, START, _finished, _minimize
 
+    quoted, spans = mode != "raw", mode != "raw"
+    cut = None                 # with sentences: a character not in the text stands for each sentence end
+    if mode == "json-sentences":
+        cut = next(chr(c) for c in range(0xE000, 0x110000) if chr(c) not in text)
+        ends = set(sentence_ends(text))
+        text = "".join(cut if i in ends else c for i, c in enumerate(text))
     sam = suffix_automaton(text)
     if 2 * len(sam) > 8 * max_states:
         raise CompileLimitError("the text is too long for a substring automaton", limit="max_dfa_states",
                                 value=max_states, terminal=terminal)
     spelling = {c: canonical_spelling(c) if quoted else c.encode("utf-8", "surrogatepass")
-                for c in set(text)}
+                for c in set(text) if c != cut}
     # a span is non-empty and trimmed: the root accepts nothing and has no whitespace edge,
     # and a state accepts where its strings (which all end with the same character, the
     # one on its incoming edges) do not end with whitespace
@@ -159,7 +219,7 @@ def _substrings_dfa(regex: str, text: str, quoted: bool, max_states: int, termin
     for out in sam:
         for c, target in out.items():
             last[target] = c
-    ends = [q > 0 and not last[q].isspace() for q in range(len(sam))]
+    ends = [not spans or (q > 0 and not last[q].isspace()) for q in range(len(sam))]
     # byte states: 0 dead, 1 start; quoted: start -"-> root, an accepting SAM state -"-> final
     edges: list[dict[int, int]] = [{}, {}]
     accepting = [False, False]
@@ -182,7 +242,7 @@ def _substrings_dfa(regex: str, text: str, quoted: bool, max_states: int, termin
         if quoted and ends[q]:
             edges[here][ord('"')] = final          # type: ignore[assignment]
         for c, target in out.items():
-            if q == 0 and c.isspace():
+            if c == cut or (spans and q == 0 and c.isspace()):
                 continue
             b = spelling[c]
             node = here

@@ -2,8 +2,11 @@
 
 ``Grammar.from_json_schema(schema, grounding=Grounding(text))`` makes every string
 value of the schema (not object keys) a span of ``text``: a non-empty substring that
-neither starts nor ends with whitespace — as characters: the value's canonical JSON
-spelling is what the grammar spells — intersected with the
+neither starts nor ends with whitespace, inside one sentence and without the period
+that ends it (`constrained.automata.substrings.sentence_ends`; ``Grounding(sentences=
+False)``, or ``"x-grounded-sentences": false`` on a value, lets spans cross sentences)
+— as characters: the value's canonical JSON spelling is what the grammar spells —
+intersected with the
 string's own schema (``pattern``, ``format``, ``minLength``/``maxLength``).  The
 intersection is one terminal: the string terminal with the text's substring
 automaton (`constrained.automata.substrings`) among its ``also`` automata, so masks
@@ -62,6 +65,8 @@ if TYPE_CHECKING:                      # pragma: no cover
     from constrained.json_schema.compiler import SchemaCompiler
 
 KEYWORD = "x-grounded"
+SENTENCES_KEYWORD = "x-grounded-sentences"
+"""``false`` on a value: its span may cross the text's sentences (`Grounding.sentences`)."""
 
 
 class GroundingError(SchemaError):
@@ -85,7 +90,10 @@ class Grounding:
     """The text grounded values copy from, whether string values without an
     ``x-grounded`` annotation are grounded (``default``; see the module docstring), and
     whether number values without one are too (``numbers``, with ``default``: each
-    must be a number the text writes, `number_spellings`).
+    must be a number the text writes, `number_spellings`), and whether a grounded
+    string stays inside one sentence of the text, without its final period
+    (``sentences``; a value annotated ``"x-grounded-sentences": false`` may cross
+    sentences all the same).
 
     Example:
         >>> Grounding("Ada Lovelace, ada@example.org").default
@@ -95,6 +103,7 @@ class Grounding:
     text: str
     default: bool = True
     numbers: bool = False
+    sentences: bool = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.text, str):
@@ -147,7 +156,8 @@ def grounded_string(compiler: SchemaCompiler, conj, pieces: list) -> str | None:
         unground(compiler, conj, annotation(conj), "no substring of the text fits its schema")
         return None
     checked = {key: compiler.checked[key] for key in compiler.checked if key not in before}
-    if checked and not _some_substring_valid(compiler, compiler.options.grounding.text, checked):
+    if checked and not _some_substring_valid(compiler, compiler.options.grounding.text, checked,
+                                             _cut_at(compiler, conj)):
         unground(compiler, conj, annotation(conj),
                  f"no substring of the text (of the first {MAX_FEASIBILITY_CHECKS} tried) satisfies "
                  f"{', '.join(sorted(kw for _, kw in checked))}")
@@ -193,9 +203,28 @@ def _without_too_large(compiler: SchemaCompiler, pieces: list) -> list:
     return kept
 
 
-def _some_substring_valid(compiler: SchemaCompiler, text: str, checked: dict) -> bool:
-    """Whether a span of ``text`` (a non-empty substring without whitespace at either end,
-    as the substring automaton spells them; shortest first, at most
+def _sentence_bounded(compiler: SchemaCompiler, conj) -> bool:
+    """Whether the grounded spans of ``conj`` stay inside sentences."""
+    grounding = compiler.options.grounding
+    return grounding.sentences and not any(p.has(SENTENCES_KEYWORD) and p.get(SENTENCES_KEYWORD) is False
+                                           for p in conj)
+
+
+def _cut_at(compiler: SchemaCompiler, conj) -> frozenset[int]:
+    """The text's sentence ends a span of ``conj`` may not cover (none where spans may
+    cross sentences)."""
+    from constrained.automata.substrings import sentence_ends
+
+    if not _sentence_bounded(compiler, conj):
+        return frozenset()
+    return frozenset(sentence_ends(compiler.options.grounding.text))
+
+
+def _some_substring_valid(compiler: SchemaCompiler, text: str, checked: dict,
+                          cut: frozenset[int] = frozenset()) -> bool:
+    """Whether a span of ``text`` (a non-empty substring without whitespace at either end
+    and covering none of the sentence ends ``cut``, as the substring automaton spells
+    them; shortest first, at most
     `MAX_FEASIBILITY_CHECKS`) satisfies every checked keyword ``{(pointer, keyword):
     located sub-schema}``."""
     import jsonschema
@@ -212,7 +241,7 @@ def _some_substring_valid(compiler: SchemaCompiler, text: str, checked: dict) ->
         seen = set()
         for i in range(len(text) - length + 1):
             s = text[i:i + length]
-            if s in seen or s[0].isspace() or s[-1].isspace():
+            if s in seen or s[0].isspace() or s[-1].isspace() or any(i <= e < i + length for e in cut):
                 continue
             seen.add(s)
             if validator.is_valid(s):
@@ -236,7 +265,7 @@ def _substrings_piece(compiler: SchemaCompiler, conj) -> tuple[Any, str, tuple[s
     said = annotation(conj)
     if said is False or (said is None and not grounding.default):
         return None
-    marker = substrings_regex(grounding.text)
+    marker = substrings_regex(grounding.text, sentences=_sentence_bounded(compiler, conj))
     try:
         compile_regex(marker)
     except CompileTimeoutError:
