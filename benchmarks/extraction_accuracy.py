@@ -8,18 +8,24 @@ prose: one template sentence per member (``The customer id is 42.``, ``We record
 smtp.gmail.com as the email smtp server.``), key names turned into words, members
 shuffled, templates drawn with a fixed seed.  The model (the default,
 SmolLM2-135M-Instruct, greedy, `extract`'s prompt and grammar) extracts the schema's
-value from the prose twice: ungrounded and ``grounded=True`` (every free string value
-a substring of the prose).
+value from the prose once per mode (``--modes``, `MODE_OPTIONS`: the `extract`
+options of each): ``ungrounded``, ``grounded`` (``grounded=True``: every free string
+value a span of the prose), ``complete`` (``complete=True``: every declared member
+asked for, answered or null), ``grounded-complete``, ``grounded-all``/
+``grounded-all-complete`` (``grounded="all"``: numbers grounded too).  ``--absent``
+leaves one member per task out of the prose (and out of the fields scored) and
+reports how often each mode fills it anyway.
 
 Scored per *field* of the instance: exact match of the extracted member (same JSON
 value: ``"587"`` is not ``587``); a missing member is wrong.  Also: the share of
 tasks whose every field matches, outputs that do not validate against the schema
 (``invalid``: jsonschema with format checking, the draft's validator; must be 0),
 texts that raised (``errors``), output tokens per second (the value re-encoded) and the wall time per text (`extract`, one text at a
-time; compiling each text's grounded grammar included; the two modes alternate which
-goes first per task, so neither gets all the warm caches).
+time; compiling each text's grounded grammar included; the modes alternate their order
+per task, so none gets all the warm caches).
 
     python benchmarks/extraction_accuracy.py [--tasks 80] [--max-tokens 128] [--max-schema 3000]
+        [--modes ungrounded grounded ...] [--absent]
         [--data ../shared/data/maskbench/dev.jsonl.gz] [--out benchmarks/results] [--name extraction_accuracy]
 """
 
@@ -39,6 +45,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 DATA = ROOT.parent / "shared" / "data" / "maskbench" / "dev.jsonl.gz"
 MODES = ("ungrounded", "grounded")
+MODE_OPTIONS = {
+    "ungrounded": {},
+    "grounded": {"grounded": True},
+    "complete": {"complete": True},
+    "grounded-complete": {"grounded": True, "complete": True},
+    "grounded-all": {"grounded": "all"},
+    "grounded-all-complete": {"grounded": "all", "complete": True},
+}
+"""`extract` options per mode (``--modes``; the default runs the first two)."""
 TEMPLATES = (
     "The {k} is {v}.",
     "Its {k}: {v}.",
@@ -74,8 +89,12 @@ def prose(instance: dict, rng: random.Random) -> str:
     return " ".join(out)
 
 
-def tasks(n: int, path: Path = DATA, seed: int = 0, max_schema: int = 3000) -> list[dict]:
-    """``n`` tasks ``{id, split, schema, instance, text}``, round-robin over splits."""
+def tasks(n: int, path: Path = DATA, seed: int = 0, max_schema: int = 3000, absent: bool = False) -> list[dict]:
+    """``n`` tasks ``{id, split, schema, instance, text}``, round-robin over splits.
+
+    ``absent``: one member per task (drawn with a fixed seed) is left out of the prose
+    and of the instance scored (``task["absent"]`` names it): how often a mode fills a
+    member the text does not give."""
     by_split: dict[str, list[dict]] = defaultdict(list)
     with gzip.open(path, "rt", encoding="utf-8") as f:
         for line in f:
@@ -104,6 +123,10 @@ def tasks(n: int, path: Path = DATA, seed: int = 0, max_schema: int = 3000) -> l
             if by_split[s] and len(out) < n:
                 out.append(by_split[s].pop())
     for task in out:
+        if absent:
+            key = random.Random(f"absent:{seed}:{task['id']}").choice(sorted(task["instance"]))
+            task["absent"] = key
+            task["instance"] = {k: v for k, v in task["instance"].items() if k != key}
         task["text"] = prose(task["instance"], random.Random(f"{seed}:{task['id']}"))
     return out
 
@@ -126,24 +149,25 @@ def _valid(schema, value) -> bool:
 
 
 def run(model: str, n_tasks: int, max_tokens: int, data: Path = DATA, log: Path | None = None,
-        max_schema: int = 3000, ids: list[str] | None = None) -> dict:
+        max_schema: int = 3000, ids: list[str] | None = None, modes: tuple[str, ...] = MODES,
+        absent: bool = False) -> dict:
     from _environment import environment
 
     import constrained
     from constrained.models import LanguageModel
 
     lm = LanguageModel.load(model)
-    rows = tasks(n_tasks, data, max_schema=max_schema)
+    rows = tasks(n_tasks, data, max_schema=max_schema, absent=absent)
     if ids:
         rows = [t for t in rows if t["id"] in ids]
-    results = {mode: [] for mode in MODES}
-    seconds = {mode: 0.0 for mode in MODES}
+    results = {mode: [] for mode in modes}
+    seconds = {mode: 0.0 for mode in modes}
     for i, task in enumerate(rows):
-        for mode in (MODES if i % 2 == 0 else MODES[::-1]):
+        for mode in (modes if i % 2 == 0 else modes[::-1]):
             t0 = time.perf_counter()
             try:
                 value = constrained.extract(task["schema"], task["text"], model=lm, max_tokens=max_tokens,
-                                            grounded=mode == "grounded")
+                                            **MODE_OPTIONS[mode])
             except Exception as e:  # noqa: BLE001 - recorded per text
                 value = e
             took = time.perf_counter() - t0
@@ -157,31 +181,40 @@ def run(model: str, n_tasks: int, max_tokens: int, data: Path = DATA, log: Path 
                 with log.open("a", encoding="utf-8") as f:
                     f.write(json.dumps({"mode": mode, **results[mode][-1]}, ensure_ascii=False, default=str) + "\n")
         print(f"{i + 1}/{len(rows)} " + "  ".join(
-            f"{m}: {sum(r['correct'] for r in results[m])}/{sum(r['fields'] for r in results[m])}" for m in MODES),
+            f"{m}: {sum(r['correct'] for r in results[m])}/{sum(r['fields'] for r in results[m])}" for m in modes),
             flush=True)
     return {"environment": environment(lm), "model": model, "tasks": len(rows), "max_tokens": max_tokens,
-            "per_task": {m: results[m] for m in MODES}, "summary": {m: summary(results[m]) for m in MODES}}
+            "absent": absent, "modes": {m: MODE_OPTIONS[m] for m in modes},
+            "per_task": {m: results[m] for m in modes}, "summary": {m: summary(results[m]) for m in modes}}
 
 
-def from_log(log: Path, model: str = "default") -> dict:
+def from_log(log: Path, model: str = "default", data: Path = DATA) -> dict:
     """Results from a run's JSON lines (an interrupted run: the tasks done in both modes)."""
     rows = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line.strip()]
-    per = {m: {r["id"]: r for r in rows if r["mode"] == m} for m in MODES}
-    both = [i for i in per[MODES[0]] if all(i in per[m] for m in MODES)]
-    results = {m: [per[m][i] for i in both] for m in MODES}
-    return {"model": model, "tasks": len(both), "per_task": results,
-            "summary": {m: summary(results[m]) for m in MODES}}
+    if any("gold" not in r for r in rows):          # logs written before rows carried their instance
+        absent = any("absent_filled" in r for r in rows)
+        by_id = {t["id"]: t for t in tasks(10 ** 6, data, max_schema=10 ** 9, absent=absent)}
+        for r in rows:
+            r.setdefault("gold", by_id[r["id"]]["instance"])
+    modes = tuple(dict.fromkeys(r["mode"] for r in rows))
+    per = {m: {r["id"]: r for r in rows if r["mode"] == m} for m in modes}
+    both = [i for i in per[modes[0]] if all(i in per[m] for m in modes)]
+    results = {m: [per[m][i] for i in both] for m in modes}
+    return {"model": model, "tasks": len(both), "modes": {m: MODE_OPTIONS.get(m) for m in modes},
+            "per_task": results, "summary": {m: summary(results[m]) for m in modes}}
 
 
 def score(task: dict, value) -> dict:
     inst = task["instance"]
-    row = {"id": task["id"], "split": task["split"], "fields": len(inst), "text": task["text"]}
+    row = {"id": task["id"], "split": task["split"], "fields": len(inst), "text": task["text"], "gold": inst}
     if isinstance(value, Exception):
         return {**row, "correct": 0, "string_fields": sum(isinstance(v, str) for v in inst.values()),
                 "string_correct": 0, "error": f"{type(value).__name__}: {value}"[:300], "invalid": False,
                 "output": None}
     got = value if isinstance(value, dict) else {}
     hits = {k: k in got and same(got[k], v) for k, v in inst.items()}
+    if "absent" in task:
+        row["absent_filled"] = task["absent"] in got
     return {**row, "correct": sum(hits.values()),
             "string_fields": sum(isinstance(v, str) for v in inst.values()),
             "string_correct": sum(h for k, h in hits.items() if isinstance(inst[k], str)),
@@ -200,29 +233,77 @@ def summary(rows: list[dict]) -> dict:
             "invalid": sum(r["invalid"] for r in rows), "errors": sum(r["error"] is not None for r in rows),
             "seconds_per_text": sum(r["seconds"] for r in rows) / max(len(rows), 1),
             "output_tokens": sum(r["tokens"] for r in rows),
+            "absent_filled": (sum(r.get("absent_filled", False) for r in rows) / max(len(rows), 1)
+                              if any("absent_filled" in r for r in rows) else None),
             "tokens_per_second": sum(r["tokens"] for r in rows) / max(sum(r["seconds"] for r in rows), 1e-9)}
+
+
+MISSES = ("right", "missing member", "not in the text", "another field's value", "overlaps the gold span",
+          "other span", "wrong type / not an object")
+
+
+def string_miss(row: dict, key: str) -> str:
+    """Where a string field of ``row`` went (`MISSES`): right, or why not."""
+    gold, out, text = row["gold"][key], row["output"], row["text"]
+    if not isinstance(out, dict):
+        return MISSES[6]
+    if key not in out:
+        return MISSES[1]
+    got = out[key]
+    if not isinstance(got, str):
+        return MISSES[6]
+    if got == gold:
+        return MISSES[0]
+    if got not in text:
+        return MISSES[2]
+    if any(got == spelled(v) for k, v in row["gold"].items() if k != key):
+        return MISSES[3]
+    starts = [i for i in range(len(text)) if text.startswith(gold, i)]
+    spans = [i for i in range(len(text)) if text.startswith(got, i)]
+    if any(a < g + len(gold) and g < a + len(got) for a in spans for g in starts):
+        return MISSES[4]
+    return MISSES[5]
+
+
+def misses(rows: list[dict]) -> dict[str, int]:
+    """`string_miss` counts over the string fields of ``rows`` (errors: wrong type)."""
+    out = dict.fromkeys(MISSES, 0)
+    for r in rows:
+        if "gold" not in r:
+            continue
+        for k, v in r["gold"].items():
+            if isinstance(v, str):
+                out[string_miss(r, k) if r["error"] is None else MISSES[6]] += 1
+    return out
 
 
 def report(res: dict) -> str:
     s = res["summary"]
+    modes = tuple(res["per_task"])
+    absent = any(s[m].get("absent_filled") is not None for m in modes)
     header = ("| mode | texts | fields | field accuracy | string fields | other fields | all fields right "
-              "| invalid | errors | s/text | output tokens/s |")
-    lines = [header, "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for m in MODES:
+              "| invalid | errors | s/text | output tokens/s |" + (" absent member filled |" if absent else ""))
+    lines = [header, "|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if absent else "")]
+    for m in modes:
         r = s[m]
         lines.append(f"| {m} | {r['texts']} | {r['fields']} | {r['field_accuracy']:.3f} | "
                      f"{r['string_field_accuracy']:.3f} | {r['nonstring_field_accuracy']:.3f} | "
                      f"{r['all_fields_right']:.3f} | {r['invalid']} | {r['errors']} | {r['seconds_per_text']:.2f} | "
-                     f"{r['tokens_per_second']:.2f} |")
-    by_split: dict[str, dict[str, list]] = defaultdict(lambda: {m: [0, 0] for m in MODES})
-    for m in MODES:
+                     f"{r['tokens_per_second']:.2f} |" + (f" {r['absent_filled']:.3f} |" if absent else ""))
+    by_split: dict[str, dict[str, list]] = defaultdict(lambda: {m: [0, 0] for m in modes})
+    for m in modes:
         for r in res["per_task"][m]:
             by_split[r["split"]][m][0] += r["correct"]
             by_split[r["split"]][m][1] += r["fields"]
-    lines += ["", "| split | fields | ungrounded | grounded |", "|---|---|---|---|"]
+    lines += ["", "| string fields | " + " | ".join(MISSES) + " |", "|---|" + "---:|" * len(MISSES)]
+    for m in modes:
+        counts = misses(res["per_task"][m])
+        lines.append(f"| {m} | " + " | ".join(str(counts[k]) for k in MISSES) + " |")
+    lines += ["", "| split | fields | " + " | ".join(modes) + " |", "|---|---|" + "---|" * len(modes)]
     for split in sorted(by_split):
-        u, g = by_split[split]["ungrounded"], by_split[split]["grounded"]
-        lines.append(f"| {split} | {u[1]} | {u[0] / max(u[1], 1):.3f} | {g[0] / max(g[1], 1):.3f} |")
+        cells = by_split[split]
+        lines.append(f"| {split} | {cells[modes[0]][1]} | "
+                     + " | ".join(f"{cells[m][0] / max(cells[m][1], 1):.3f}" for m in modes) + " |")
     return "\n".join(lines)
 
 
@@ -275,14 +356,16 @@ def plot(res: dict, path: Path) -> None:
     keys = [("field_accuracy", "all fields"), ("string_field_accuracy", "string fields"),
             ("nonstring_field_accuracy", "other fields"), ("all_fields_right", "texts all right")]
     fig, ax = plt.subplots(figsize=(7, 3.5))
-    width = 0.38
-    for i, m in enumerate(MODES):
-        ax.bar([j + (i - 0.5) * width for j in range(len(keys))], [s[m][k] for k, _ in keys], width, label=m)
+    modes = tuple(res["per_task"])
+    width = 0.8 / len(modes)
+    for i, m in enumerate(modes):
+        ax.bar([j + (i - (len(modes) - 1) / 2) * width for j in range(len(keys))], [s[m][k] for k, _ in keys],
+               width, label=m)
     ax.set_xticks(range(len(keys)), [label for _, label in keys])
     ax.set_ylim(0, 1)
     ax.set_ylabel("exact match")
     ax.set_title(f"Extraction accuracy, {res['tasks']} dev schemas, prose texts ({res['model']} model)")
-    ax.legend()
+    ax.legend(fontsize=8, loc="upper left", ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
@@ -297,11 +380,15 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     ap.add_argument("--name", default="extraction_accuracy")
     ap.add_argument("--replay", type=Path, help="only the engine replay of a finished run's JSON lines")
+    ap.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODE_OPTIONS),
+                    help="extraction modes compared (extract options: MODE_OPTIONS)")
+    ap.add_argument("--absent", action="store_true",
+                    help="leave one member per task out of the text: how often each mode fills it anyway")
     ap.add_argument("--ids", nargs="+", help="re-run only these task ids, appending to the log (later rows win)")
     ap.add_argument("--summarize", type=Path, help="only the report of a run's JSON lines (interrupted runs too)")
     args = ap.parse_args()
     if args.summarize:
-        res = from_log(args.summarize, args.model)
+        res = from_log(args.summarize, args.model, args.data)
         stem = args.summarize.with_suffix("")
         stem.with_suffix(".json").write_text(json.dumps(res, indent=1, ensure_ascii=False, default=str))
         stem.with_suffix(".md").write_text(report(res) + "\n")
@@ -319,7 +406,7 @@ def main() -> None:
     log = args.out / f"{args.name}.jsonl"
     if not args.ids:
         log.unlink(missing_ok=True)
-    res = run(args.model, args.tasks, args.max_tokens, args.data, log, args.max_schema, args.ids)
+    res = run(args.model, args.tasks, args.max_tokens, args.data, log, args.max_schema, args.ids, tuple(args.modes), args.absent)
     if args.ids:                        # rows appended to the log; --summarize reports the whole log
         return
     (args.out / f"{args.name}.json").write_text(json.dumps(res, indent=1, ensure_ascii=False, default=str))
