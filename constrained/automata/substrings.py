@@ -204,8 +204,8 @@ def _substrings_dfa(regex: str, text: str, mode: str, max_states: int, terminal:
     cut = None                 # with sentences: a character not in the text stands for each sentence end
     if mode == "json-sentences":
         cut = next(chr(c) for c in range(0xE000, 0x110000) if chr(c) not in text)
-        ends = set(sentence_ends(text))
-        text = "".join(cut if i in ends else c for i, c in enumerate(text))
+        stops = set(sentence_ends(text))
+        text = "".join(cut if i in stops else c for i, c in enumerate(text))
     sam = suffix_automaton(text)
     if 2 * len(sam) > 8 * max_states:
         raise CompileLimitError("the text is too long for a substring automaton", limit="max_dfa_states",
