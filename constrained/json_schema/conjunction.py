@@ -76,8 +76,8 @@ class Part:
 
     @cached_property
     def flat(self) -> bool:
-        """Whether ``$ref`` and ``allOf`` are expanded here already (or absent): `flatten`
-        then only has to keep or drop the part."""
+        """Whether ``$ref`` and ``allOf`` are expanded here already, or absent: `flatten`
+        then only keeps or drops the part."""
         return STRUCTURAL.isdisjoint(self.loc.schema.keys() - self.done)
 
 
@@ -117,12 +117,6 @@ def flatten(items: Iterable[Part | tuple[Any, str, str]], index: SchemaIndex, di
         item = stack.pop()
         if isinstance(item, Part):
             part = item
-            if part.flat:          # a part of an earlier conjunction: kept once, if it says anything
-                if part.key not in seen:
-                    seen.add(part.key)
-                    if part.active:
-                        out.append(part)
-                continue
         else:
             schema, base, pointer = item
             if schema is True:
@@ -144,6 +138,10 @@ def flatten(items: Iterable[Part | tuple[Any, str, str]], index: SchemaIndex, di
         if part.key in seen:
             continue
         seen.add(part.key)
+        if part.flat:              # nothing to expand (e.g. a part of an earlier conjunction)
+            if part.active:
+                out.append(part)
+            continue
         schema, base, pointer = part.schema, part.loc.base, part.pointer
         pending: list[Any] = []
         if "$ref" in schema and "$ref" not in part.done:
