@@ -685,10 +685,9 @@ def _item_dag(piece: str) -> tuple[int, tuple[tuple[tuple[int, int], ...], ...]]
     return inner + 1, rows
 
 
-@functools.lru_cache(maxsize=16384)
 def _item_trie(piece: str) -> tuple[int, tuple[tuple[int, int, int], ...]] | None:
-    """The trie of one item of `_chain_dfa` (a regex piece from `split_items`), memoised:
-    ``(inner, steps)``, steps ``(parent, byte, child)`` with node 0 the item's start, 1 to
+    """The trie of one item of `_chain_dfa` (a regex piece from `split_items`; memoised as
+    its minimal DAG by `_item_dag`): ``(inner, steps)``, steps ``(parent, byte, child)`` with node 0 the item's start, 1 to
     ``inner`` its inner nodes (each made after its parent) and child -1 the state after
     the item; ``steps`` empty for the empty string.  None unless the piece's strings are
     finite (`finite_items`), encodable and prefix-free."""
