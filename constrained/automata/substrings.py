@@ -200,7 +200,7 @@ def substrings_dfa(regex: str, *, max_states: int, terminal: str | None = None):
 def _substrings_dfa(regex: str, text: str, mode: str, max_states: int, terminal: str | None):
     from constrained.automata.byte_dfa import DEAD, START, _finished, _minimize
 
-    quoted, spans = mode != "raw", mode != "raw"
+    quoted = mode != "raw"          # JSON spans (quoted, trimmed, non-empty) or raw substrings
     cut = None                 # with sentences: a character not in the text stands for each sentence end
     if mode == "json-sentences":
         cut = next(chr(c) for c in range(0xE000, 0x110000) if chr(c) not in text)
@@ -219,7 +219,7 @@ def _substrings_dfa(regex: str, text: str, mode: str, max_states: int, terminal:
     for out in sam:
         for c, target in out.items():
             last[target] = c
-    ends = [not spans or (q > 0 and not last[q].isspace()) for q in range(len(sam))]
+    ends = [not quoted or (q > 0 and not last[q].isspace()) for q in range(len(sam))]
     # byte states: 0 dead, 1 start; quoted: start -"-> root, an accepting SAM state -"-> final
     edges: list[dict[int, int]] = [{}, {}]
     accepting = [False, False]
@@ -242,7 +242,7 @@ def _substrings_dfa(regex: str, text: str, mode: str, max_states: int, terminal:
         if quoted and ends[q]:
             edges[here][ord('"')] = final          # type: ignore[assignment]
         for c, target in out.items():
-            if c == cut or (spans and q == 0 and c.isspace()):
+            if c == cut or (quoted and q == 0 and c.isspace()):
                 continue
             b = spelling[c]
             node = here
