@@ -575,11 +575,10 @@ def field_list(json_schema: Any, max_description: int = 120) -> str:
 
 
 def _extraction_prompt(lm, json_schema, text: str, instructions: str | None) -> list[int]:
-    if instructions is None:
-        fields = field_list(json_schema)
-        system = DEFAULT_INSTRUCTIONS.replace("{schema}", json.dumps(json_schema)) + ("\n" + fields if fields else "")
-    else:
-        system = instructions.replace("{schema}", json.dumps(json_schema))
+    system = (instructions or DEFAULT_INSTRUCTIONS).replace("{schema}", json.dumps(json_schema))
+    fields = field_list(json_schema) if instructions is None else ""
+    if fields:
+        system += "\n" + fields
     return lm.prompt_ids(text, instructions=system)
 
 
