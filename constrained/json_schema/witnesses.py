@@ -31,7 +31,10 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import re
+from decimal import Decimal
+from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
@@ -292,8 +295,6 @@ class NumberConstraints:
     __slots__ = ("multiples", "lower", "upper", "integer")
 
     def __init__(self, multiples=(), lower=None, upper=None, integer: bool = False) -> None:
-        from fractions import Fraction
-
         self.multiples: tuple = tuple(Fraction(m) for m in multiples)
         self.lower: tuple | None = None if lower is None else (Fraction(lower[0]), bool(lower[1]))
         self.upper: tuple | None = None if upper is None else (Fraction(upper[0]), bool(upper[1]))
@@ -360,8 +361,6 @@ class NumberConstraints:
 
     def admits(self, x) -> bool:
         """Whether the exact number ``x`` meets every constraint."""
-        from fractions import Fraction
-
         x = Fraction(x)
         if self.integer and x.denominator != 1:
             return False
@@ -376,24 +375,20 @@ class NumberConstraints:
     def step(self):
         """The least common multiple of the ``multiples`` (and 1 for an integer): every
         admitted number is a multiple of it.  None where nothing is asked."""
-        from fractions import Fraction
-        from math import gcd
 
         out = None
         for m in self.multiples + ((Fraction(1),) if self.integer else ()):
             if out is None:
                 out = m
             else:                   # lcm(a/b, c/d) = lcm(a, c) / gcd(b, d), both in lowest terms
-                num = out.numerator * m.numerator // gcd(out.numerator, m.numerator)
-                out = Fraction(num, gcd(out.denominator, m.denominator))
+                num = out.numerator * m.numerator // math.gcd(out.numerator, m.numerator)
+                out = Fraction(num, math.gcd(out.denominator, m.denominator))
         return out
 
     def candidates(self, limit: int = MAX_NUMBER_TRIES):
         """Admitted numbers nearest zero first (at equal distance the positive one), at most
         ``limit``: the multiples of `step` within the bounds; without a step, those of the
         coarsest power of ten (1, 0.1, ... 1e-12) that has one within them."""
-        from fractions import Fraction
-
         step = self.step()
         grids = [step] if step is not None else [Fraction(1, 10 ** k) for k in range(MAX_GRID_DIGITS + 1)]
         for s in grids:
@@ -417,9 +412,9 @@ class NumberConstraints:
                 (hi is None or hi > 0 or (hi == 0 and not self.upper[1])):
             order = _outward(0)                    # 0, 1, -1, 2, -2, ... (times s)
         elif lo is not None and lo >= 0:
-            order = itertools.count(_ceil(lo / s))
+            order = itertools.count(math.ceil(lo / s))
         else:
-            order = itertools.count(_floor(hi / s), -1)
+            order = itertools.count(math.floor(hi / s), -1)
         misses = 0
         for n in order:
             x = n * s
@@ -439,14 +434,6 @@ def _outward(start: int):
         yield start - k
 
 
-def _ceil(q) -> int:
-    return -((-q.numerator) // q.denominator)
-
-
-def _floor(q) -> int:
-    return q.numerator // q.denominator
-
-
 def _integer_only(t: Any) -> bool:
     """Whether a ``type`` admits integers but no other numbers."""
     return t == "integer" or (isinstance(t, list) and "integer" in t and "number" not in t)
@@ -454,9 +441,6 @@ def _integer_only(t: Any) -> bool:
 
 def _exact(v: Any):
     """A JSON number as the exact decimal it spells (None: not a finite number)."""
-    from decimal import Decimal
-    from fractions import Fraction
-
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return None
     if isinstance(v, int):
@@ -470,8 +454,6 @@ def number_text(x) -> str | None:
     """The shortest JSON text of the exact number ``x`` without an exponent (``132``,
     ``-0.25``); None where it has no finite decimal expansion or is longer than
     `MAX_WITNESS_CHARS`."""
-    from fractions import Fraction
-
     x = Fraction(x)
     d, k = x.denominator, 0
     while d % 10 == 0:
