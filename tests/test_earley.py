@@ -120,3 +120,37 @@ def test_memoised_closures_equal_the_textbook_closure(source):
         assert got_e == expect, n
         assert got_w == waiting, n
         assert node.accepting == accepting, n
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=["json", "arithmetic", "nullable", "chain", "cycles"])
+def test_terminals_after_equal_the_scanned_nodes_terminals(source):
+    """`terminals_after`, asked before the node exists (no node built), gives the
+    terminals of the node `scan` builds next, and raises `NeedsContext` where it does."""
+    p = _parser(source)
+    rng = random.Random(11)
+    frontier = [p.root]
+    visited = set()
+    asked = 0
+    while frontier and len(visited) < 300:
+        n = frontier.pop(rng.randrange(len(frontier)))
+        if n in visited:
+            continue
+        visited.add(n)
+        for term in range(p.tables.num_terminals):      # unexpected terminals too: ()
+            before = p.num_nodes
+            try:
+                ahead = p.terminals_after(n, term)
+            except NeedsContext:
+                with pytest.raises(NeedsContext):
+                    p.scan(n, term)
+                continue
+            assert p.num_nodes == before                 # nothing interned by the look ahead
+            m = p.scan(n, term)
+            assert ahead == (p.node(m).terminals if m >= 0 else ()), (n, term)
+            assert p.terminals_after(n, term) == ahead   # and the same once the node exists
+            asked += 1
+            if m >= 0:
+                frontier.append(m)
+                if rng.random() < 0.2:
+                    frontier.append(p.abstract(m, 2))
+    assert asked > 20

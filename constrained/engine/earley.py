@@ -174,6 +174,7 @@ class EarleyParser:
         self._by_future: dict[tuple, int] = {}
         self._completion_memo: dict[int, tuple[dict, dict, tuple, bool, tuple]] = {}
         self._prediction_memo: dict[int, tuple[int, ...]] = {}
+        self._terminals_after: dict[int, tuple[int, ...]] = {}
         self.root = self._intern(("root",), [self.item(r, 0, SELF) for r in tables.rules_by_lhs[tables.start]])
         self._union_memo: dict[tuple[int, ...], int] = {}
         self._abstract_memo: dict[tuple[int, int], int] = {}
@@ -234,6 +235,55 @@ class EarleyParser:
                     raise
         self._scan_memo[key] = result
         return result
+
+    def terminals_after(self, node_id: int, terminal: int) -> tuple[int, ...]:
+        """The terminals the node ``scan(node_id, terminal)`` expects (its ``terminals``;
+        ``()`` if ``terminal`` is not expected), without interning that node when it is
+        not there yet (memoised).
+
+        For a look ahead that usually ends here: the crossing walk asks whether any
+        token remainder can go on after a lexeme, and in about half the cases none can,
+        so a whole node (its item dicts and its future key) would be built for nothing.
+        The closure is walked as `scan` would walk it, borrowing the same memoised
+        completions, and only its terminals are kept.  Raises `NeedsContext` where
+        `scan` would.
+
+        Example:
+            >>> from constrained.grammar.ir import Grammar
+            >>> p = EarleyParser(ParserTables.from_grammar(Grammar.from_lark('start: "a" ("b" | "c")')))
+            >>> [p.tables.terminal_names[t] for t in p.terminals_after(p.root, p.terminal_id("A"))]
+            ['B', 'C']
+        """
+        key = node_id * self._nsym + terminal
+        hit = self._scan_memo.get(key)
+        if hit is not None:
+            if hit == CUT:
+                raise NeedsContext
+            return self._nodes[hit].terminals if hit >= 0 else ()
+        hit = self._terminals_after.get(key)
+        if hit is not None:
+            return hit
+        items = self._nodes[node_id].expect.get(terminal)
+        if not items:
+            return ()
+        kernel = _kernel(self._advanced_into(items, node_id))
+        known = self._by_kernel.get(kernel)
+        if known is not None:
+            return self._nodes[known].terminals
+        expect: dict[int, list] = {}
+        parts_e: list[dict] = []
+        predicts: set[int] = set()
+        with self._lock:        # the completions it borrows are memoised as `_intern`'s are
+            self._advance_items(list(kernel), expect, {}, parts_e, [], predicts, frozenset(), set(), 0)
+            terminals = set(expect)
+            for part in parts_e:
+                terminals.update(part)
+            own = self._own
+            for x in predicts:
+                for y in self._predicted(x):
+                    terminals.update(own[y][0])
+        hit = self._terminals_after[key] = tuple(sorted(terminals))
+        return hit
 
     def abstract(self, node_id: int, depth: int) -> int:
         """``node_id`` with its origin chains cut ``depth`` levels down.

@@ -91,6 +91,7 @@ class Recognizer:
         self._dense_masks: dict[int, np.ndarray] = {}   # the last materialised state masks (LRU)
         self._start_bytes_memo: dict[int, np.ndarray] = {}
         self._start_mask_memo: dict[int, int] = {}      # node -> its start bytes as an int bitmask
+        self._start_mask_after_memo: dict[tuple[int, int], int] = {}   # (node, lexeme) -> the same after it
         self._lex_start_mask: dict[int, int] = {}       # lexeme -> the bytes its DFA can start with
         self._lock = threading.Lock()
         # a state's configurations as a sorted tuple: a canonical key, like a frozenset, but
@@ -314,13 +315,12 @@ class Recognizer:
             live, child = cset.scan(self.dfas[lx])
             if live is not None:
                 parts.append(((live,), None) if live.itemsize == 1 else ((), live))
-            if child is not None:
-                after = self.after_lexeme(node, lx)
-                # no remainder starts with a byte that can start a lexeme there: nothing to walk
-                if child.first_mask & self._start_mask(after):
-                    sub = self.crossing_bits(after, child)
-                    if sub is not None:
-                        parts.append(sub)
+            # no remainder starts with a byte that can start a lexeme after it: nothing to walk
+            # (asked before the node after the lexeme is built: about half the time it is not)
+            if child is not None and child.first_mask & self._start_mask_after(node, lx):
+                sub = self.crossing_bits(self.after_lexeme(node, lx), child)
+                if sub is not None:
+                    parts.append(sub)
         return self._union(parts)
 
     def _lexeme_start_mask(self, lx: int) -> int:
@@ -341,6 +341,22 @@ class Recognizer:
                 m = lex_start.get(lx)
                 hit |= self._lexeme_start_mask(lx) if m is None else m
             self._start_mask_memo[node] = hit
+        return hit
+
+    def _start_mask_after(self, node: int, lexeme: int) -> int:
+        """`_start_mask` of ``after_lexeme(node, lexeme)``, without building that parser
+        node when it is not there yet (`EarleyParser.terminals_after`; memoised)."""
+        if lexeme >= self.num_parser_terminals:
+            return self._start_mask(node)
+        key = (node, lexeme)
+        hit = self._start_mask_after_memo.get(key)
+        if hit is None:
+            hit = 0
+            lex_start = self._lex_start_mask
+            for lx in self.parser.terminals_after(node, lexeme) + self.ignore_ids:
+                m = lex_start.get(lx)
+                hit |= self._lexeme_start_mask(lx) if m is None else m
+            self._start_mask_after_memo[key] = hit
         return hit
 
     def _start_bytes(self, node: int) -> np.ndarray:
