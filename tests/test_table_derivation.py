@@ -113,3 +113,25 @@ def test_warm_up_builds_the_format_automata_later_compiles_reuse(llama3_vocab) -
     for name in ("hostname", "date"):
         Grammar.from_json_schema({"type": "string", "format": name})
     assert byte_dfa._compile_terminal.cache_info().misses == misses      # built by warm_up, not again
+
+
+def test_a_key_excluding_many_names_derives_the_state_after_its_quote(llama3_vocab) -> None:
+    # thirty names with a dozen first letters: more differing bytes than MAX_DIFFERING_BYTES,
+    # but few tokens below them, so the vocabulary's weights let the state be derived
+    names = [f"{c}{w}" for c in "abcdefghijklm" for w in ("pple", "rea", "x")][:30]
+    main, excluding = _names_excluded(names)
+    dfa = compile_terminal(main, excluding=excluding)
+    tables = TokenTables(llama3_vocab, None)
+    after_quote = int(dfa.transitions[1, ord('"')])
+    assert np.count_nonzero(dfa.transitions[after_quote] != dfa.transitions[int(
+        dfa.transitions[after_quote, ord("z")])]) > MAX_DIFFERING_BYTES
+    assert reference_state(dfa, after_quote) is None                     # unweighed: scanned in full
+    ref = reference_state(dfa, after_quote, tables.tokens_per_first_byte)
+    assert ref is not None
+    _assert_equal(llama3_vocab, derive_table(tables, dfa, after_quote, ref), dfa, after_quote)
+    _assert_equal(llama3_vocab, tables.get(dfa, after_quote), dfa, after_quote)
+    # a state reading a few bytes, most of whose tokens start with the differing ones: no reference
+    weights = np.zeros(257, np.int64)
+    weights[[ord(n[0]) for n in names]] = 1000
+    weights[ord("z")] = 1
+    assert reference_state(dfa, after_quote, weights) is None

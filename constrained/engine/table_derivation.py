@@ -44,16 +44,24 @@ from constrained.automata.byte_dfa import ByteDFA
 if TYPE_CHECKING:
     from constrained.engine.token_tables import StateTokenTable, TokenTables
 
-MAX_DIFFERING_BYTES = 8   # rows differing on more first bytes than this are scanned in full
+MAX_DIFFERING_BYTES = 8   # rows differing on more first bytes than this are scanned in full, unless weighed
+MAX_RESCANNED_SHARE = 0.5  # ... and the tokens below them are at most this share of the state's tokens
 
 
-def reference_state(dfa: ByteDFA, state: int) -> int | None:
+def reference_state(dfa: ByteDFA, state: int, tokens_per_byte: np.ndarray | None = None) -> int | None:
     """The state to derive ``state``'s table from, or None.
 
     The candidate is the successor most of ``state``'s bytes lead to (a string
     body, for a state inside an excluded word) when that successor loops to itself
     on most bytes too (so its own table is computed, never derived: no chains of
-    derivations) and the two rows differ on at most `MAX_DIFFERING_BYTES` bytes."""
+    derivations) and the two rows differ on at most `MAX_DIFFERING_BYTES` bytes.
+    With ``tokens_per_byte`` (the vocabulary's token count per first byte,
+    `TokenTables.tokens_per_first_byte`) rows differing on more bytes qualify too
+    when the tokens starting with those bytes, the ones the derivation scans, are at
+    most `MAX_RESCANNED_SHARE` of the tokens starting with a byte ``state`` reads:
+    the state after the opening quote of a key that is none of thirty declared
+    names differs from the string body on a dozen first letters, a tenth of the
+    tokens a full scan walks."""
     row = dfa.transitions[state]
     live = row[row != 0]
     if live.size == 0:
@@ -65,8 +73,13 @@ def reference_state(dfa: ByteDFA, state: int) -> int | None:
     ref_row = dfa.transitions[ref]
     if np.count_nonzero(ref_row == ref) * 2 < np.count_nonzero(ref_row):
         return None          # the candidate is no body state: it would be derived in turn
-    if np.count_nonzero(row != ref_row) > MAX_DIFFERING_BYTES:
-        return None
+    differing = row != ref_row
+    if np.count_nonzero(differing) > MAX_DIFFERING_BYTES:
+        if tokens_per_byte is None:
+            return None
+        weights = tokens_per_byte[:256]
+        if weights[differing].sum() > MAX_RESCANNED_SHARE * weights[row != 0].sum():
+            return None
     return ref
 
 

@@ -119,6 +119,7 @@ class TokenTables:
         self._lock = threading.Lock()
         self.crossing = CrossingSets(self.byte_matrix, self.lengths, self.size, vocab.token_bytes)
         self._first_bytes: np.ndarray | None = None
+        self._tokens_per_first_byte: np.ndarray | None = None
         self._by_first_byte: dict[int, np.ndarray] = {}    # byte -> packed set of the tokens it starts
 
     @classmethod
@@ -148,7 +149,7 @@ class TokenTables:
         if table is None and np.count_nonzero(dfa.transitions[state]) < SHARE_MIN_LIVE_BYTES:
             table = per[state] = self._scan_table(dfa, state)   # cheap: few tokens to scan
         if table is None:
-            ref = reference_state(dfa, state)
+            ref = reference_state(dfa, state, self.tokens_per_first_byte)
             if ref is not None:     # a body state's table and a short scan: cheaper than the residual's digest
                 table = per[state] = derive_table(self, dfa, state, ref)
         if table is None:
@@ -215,7 +216,7 @@ class TokenTables:
         """The table of ``state``: derived from a state whose row differs on a few bytes
         (`constrained.engine.table_derivation`), else scanned in full."""
         if np.count_nonzero(dfa.transitions[state]) >= SHARE_MIN_LIVE_BYTES:
-            ref = reference_state(dfa, state)
+            ref = reference_state(dfa, state, self.tokens_per_first_byte)
             if ref is not None:
                 return derive_table(self, dfa, state, ref)
         return self._scan_table(dfa, state)
@@ -236,6 +237,17 @@ class TokenTables:
             first.setflags(write=False)
             self._first_bytes = first
         return first
+
+    @property
+    def tokens_per_first_byte(self) -> np.ndarray:
+        """Int64[257]: how many tokens start with each byte (256: empty tokens); what a
+        trie walk below those bytes visits (`reference_state` weighs derivations by it)."""
+        counts = self._tokens_per_first_byte
+        if counts is None:
+            counts = np.bincount(self.first_bytes, minlength=257)
+            counts.setflags(write=False)
+            self._tokens_per_first_byte = counts
+        return counts
 
     def pack_ids(self, ids: np.ndarray) -> np.ndarray:
         """Token ids as a packed bitset (uint8, little bit order; writable)."""
