@@ -223,10 +223,11 @@ class _CompletionTables:
         cost: dict[int, tuple[float, tuple | None]] = {}
         if x == self.parser.root:
             cost[self.parser.tables.start] = (0, None)
+        waiting = node.waiting
         changed = True
         while changed:                                # relaxation over the node's own predictions
             changed = False
-            for a, items in node.waiting.items():
+            for a, items in waiting.items():
                 best = cost.get(a, (_INF, None))[0]
                 for r, d, o in map(self.parser.unpack, items):
                     c, nxt = self._through(x, cost, r, d + 1, o)
@@ -268,7 +269,7 @@ class _CompletionTables:
             hit = b""
         else:
             own, best = self._up_of(node_id), None
-            for items in itertools.chain(node.expect.values(), node.waiting.values()):
+            for items in node.pending.values():
                 for r, d, o in map(self.parser.unpack, items):
                     c, nxt = self._through(node_id, own, r, d, o)
                     if c is not None and (best is None or c < best[0]):

@@ -118,20 +118,38 @@ class ParserTables:
 
 
 class ParserNode:
-    """One interned Earley set: what it expects and whether input may end here."""
+    """One interned Earley set: what it expects and whether input may end here.
 
-    __slots__ = ("id", "kernel", "expect", "waiting", "accepting", "terminals", "abstract", "depth")
+    Its items wait in one dict, ``pending``, keyed by the symbol after their dot
+    (terminal and nonterminal ids are disjoint): one dict per node, not one for
+    terminals and one for nonterminals.  Every node and memoised completion stays
+    alive as long as its grammar, and a dict is the one container the cyclic garbage
+    collector keeps tracking until a full collection, so the pairs of dicts were the
+    largest part of what full collections walked while a batch of fresh requests
+    stepped.  `expect` and `waiting` give the two halves (copies, for inspection)."""
 
-    def __init__(self, node_id: int, kernel: tuple[int, ...], expect: dict[int, tuple],
-                 waiting: dict[int, tuple], accepting: bool, abstract: bool, depth: int = 0) -> None:
+    __slots__ = ("id", "kernel", "pending", "accepting", "terminals", "abstract", "depth")
+
+    def __init__(self, node_id: int, kernel: tuple[int, ...], pending: dict[int, tuple], num_terminals: int,
+                 accepting: bool, abstract: bool, depth: int = 0) -> None:
         self.id = node_id
         self.depth = depth            # parse-stack depth: 1 + the deepest origin's (the root: 0)
         self.kernel = kernel          # the scanned items it is closed from, sorted (ints: see EarleyParser.item)
         self.abstract = abstract      # some origin below it is CUT
-        self.expect = expect          # terminal -> items waiting for it
-        self.waiting = waiting        # nonterminal -> items waiting for it
+        self.pending = pending        # symbol -> the items whose dot is before it
         self.accepting = accepting
-        self.terminals = tuple(sorted(expect))
+        self.terminals = tuple(sorted(k for k in pending if k < num_terminals))
+
+    @property
+    def expect(self) -> dict[int, tuple]:
+        """Terminal -> the items waiting for it (a new dict)."""
+        return {t: self.pending[t] for t in self.terminals}
+
+    @property
+    def waiting(self) -> dict[int, tuple]:
+        """Nonterminal -> the items waiting for it (a new dict)."""
+        terminals = set(self.terminals)
+        return {k: v for k, v in self.pending.items() if k not in terminals}
 
 
 class EarleyParser:
@@ -165,6 +183,7 @@ class EarleyParser:
         self._sym_at, self._lhs_at, self._rule_at = tuple(sym_at), tuple(lhs_at), tuple(rule_at)
         self._shift = max(1, len(sym_at).bit_length())
         self._pmask = (1 << self._shift) - 1
+        self._nterm = tables.num_terminals
         self._nsym = tables.num_terminals + len(tables.nonterminal_names)
         self._nodes: list[ParserNode] = []
         self._by_kernel: dict[object, int] = {}
@@ -172,7 +191,10 @@ class EarleyParser:
         self._lock = threading.RLock()
         self._own: dict[int, tuple[dict, dict, bool]] = {}
         self._by_future: dict[tuple, int] = {}
-        self._completion_memo: dict[int, tuple[dict, dict, tuple, bool, tuple]] = {}
+        # a completion's pending items apart from the rest of it: a tuple holding a dict stays
+        # tracked by the cyclic garbage collector, one of plain ints and tuples does not
+        self._completion_memo: dict[int, tuple[tuple, bool, tuple]] = {}
+        self._completion_pending: dict[int, dict[int, tuple]] = {}
         self._prediction_memo: dict[int, tuple[int, ...]] = {}
         self._terminals_after: dict[int, tuple[int, ...]] = {}
         self.root = self._intern(("root",), [self.item(r, 0, SELF) for r in tables.rules_by_lhs[tables.start]])
@@ -221,7 +243,7 @@ class EarleyParser:
             if hit == CUT:
                 raise NeedsContext
             return hit
-        items = self._nodes[node_id].expect.get(terminal)
+        items = self._nodes[node_id].pending.get(terminal) if terminal < self._nterm else None
         if not items:
             result = -1
         else:
@@ -263,26 +285,27 @@ class EarleyParser:
         hit = self._terminals_after.get(key)
         if hit is not None:
             return hit
-        items = self._nodes[node_id].expect.get(terminal)
+        items = self._nodes[node_id].pending.get(terminal) if terminal < self._nterm else None
         if not items:
             return ()
         kernel = _kernel(self._advanced_into(items, node_id))
         known = self._by_kernel.get(kernel)
         if known is not None:
             return self._nodes[known].terminals
-        expect: dict[int, list] = {}
-        parts_e: list[dict] = []
+        pending: dict[int, list] = {}
+        parts: list[dict] = []
         predicts: set[int] = set()
         with self._lock:        # the completions it borrows are memoised as `_intern`'s are
-            self._advance_items(list(kernel), expect, {}, parts_e, [], predicts, frozenset(), set(), 0)
-            terminals = set(expect)
-            for part in parts_e:
-                terminals.update(part)
+            self._advance_items(list(kernel), pending, parts, predicts, frozenset(), set(), 0)
+            symbols = set(pending)
+            for part in parts:
+                symbols.update(part)
             own = self._own
             for x in predicts:
                 for y in self._predicted(x):
-                    terminals.update(own[y][0])
-        hit = self._terminals_after[key] = tuple(sorted(terminals))
+                    symbols.update(own[y][0])
+        nterm = self._nterm
+        hit = self._terminals_after[key] = tuple(sorted(x for x in symbols if x < nterm))
         return hit
 
     def abstract(self, node_id: int, depth: int) -> int:
@@ -359,8 +382,7 @@ class EarleyParser:
             # keyed by the node (masks, crossing walks) is shared.  The root is excluded:
             # completing the start symbol accepts only with the root as origin.
             # (sorted int tuples, not frozensets: the cyclic GC stops tracking them)
-            future = (tuple(sorted(set(chain.from_iterable(node.expect.values())))),
-                      tuple(sorted(set(chain.from_iterable(node.waiting.values())))), node.accepting, node.abstract)
+            future = (tuple(sorted(set(chain.from_iterable(node.pending.values())))), node.accepting, node.abstract)
             same = self._by_future.get(future) if node_id else None
             if same is not None:
                 self._by_kernel[key] = same
@@ -376,7 +398,7 @@ class EarleyParser:
 
         Returns ``(reach, own)``: the nonterminals the prediction reaches (``x`` first,
         through left corners and nullable advances) and, per nonterminal ``y``,
-        ``own[y] = (expect, waiting, completes_start)``: the contributions of the
+        ``own[y] = (pending, nonterminals, completes_start)``: the contributions of the
         items ``(rule of y, dot, SELF)`` with only nullable symbols before the dot.
         The items of different nonterminals are disjoint (they differ in their
         rule), so a node's predicted items are the union of ``own`` over what it
@@ -390,8 +412,7 @@ class EarleyParser:
         seen = {x}
         for y in reach:
             if y not in self._own:
-                expect: dict[int, list] = {}
-                waiting: dict[int, list] = {}
+                pending: dict[int, list] = {}
                 completes = False
                 for r in t.rules_by_lhs.get(y, ()):
                     rhs = t.rule_rhs[r]
@@ -401,13 +422,13 @@ class EarleyParser:
                             break
                         z = rhs[d]
                         if z < nt_base:
-                            expect.setdefault(z, []).append(self.item(r, d, SELF))
+                            pending.setdefault(z, []).append(self.item(r, d, SELF))
                             break
-                        waiting.setdefault(z, []).append(self.item(r, d, SELF))
+                        pending.setdefault(z, []).append(self.item(r, d, SELF))
                         if z not in t.nullable:
                             break
-                self._own[y] = ({k: tuple(v) for k, v in expect.items()},
-                                {k: tuple(v) for k, v in waiting.items()}, completes)
+                self._own[y] = ({k: tuple(v) for k, v in pending.items()},
+                                tuple(k for k in pending if k >= nt_base), completes)
             for z in self._own[y][1]:
                 if z not in seen:
                     seen.add(z)
@@ -417,10 +438,8 @@ class EarleyParser:
 
     def _close(self, node_id: int, kernel_items) -> ParserNode:
         shift = self._shift
-        expect: dict[int, list] = {}
-        waiting: dict[int, list] = {}
-        parts_e: list[dict] = []
-        parts_w: list[dict] = []
+        pending: dict[int, list] = {}
+        parts: list[dict] = []
         predicts: set[int] = set()
         agenda = []
         origins: set[int] = set()       # origin fields of the kernel (CUT 0, SELF 1, node + 2)
@@ -431,8 +450,7 @@ class EarleyParser:
                 predicts.add(self._lhs_at[item & self._pmask])
             else:
                 agenda.append(item)
-        accepting, _ = self._advance_items(agenda, expect, waiting, parts_e, parts_w, predicts, frozenset(), set(),
-                                           0)
+        accepting, _ = self._advance_items(agenda, pending, parts, predicts, frozenset(), set(), 0)
         # predicted items (origin SELF) are merged per nonterminal, not derived item by item
         predicted: set[int] = set()
         for x in predicts:
@@ -440,22 +458,20 @@ class EarleyParser:
                 if y in predicted:
                     continue
                 predicted.add(y)
-                own_expect, own_waiting, completes = self._own[y]
-                parts_e.append(own_expect)
-                parts_w.append(own_waiting)
+                own_pending, _, completes = self._own[y]
+                parts.append(own_pending)
                 if completes and node_id == 0:
                     accepting = True
         nodes = self._nodes
         abstract = any(f == 0 or (f >= 2 and nodes[f - 2].abstract) for f in origins)
         kernel = kernel_items if isinstance(kernel_items, tuple) else _kernel(kernel_items)
         depth = 1 + max((nodes[f - 2].depth for f in origins if f >= 2), default=0) if node_id else 0
-        return ParserNode(node_id, kernel, _union(expect, parts_e), _union(waiting, parts_w), accepting, abstract,
-                          depth)
+        return ParserNode(node_id, kernel, _union(pending, parts), self._nterm, accepting, abstract, depth)
 
-    def _advance_items(self, agenda: list, expect: dict, waiting: dict, parts_e: list, parts_w: list,
-                       predicts: set, computing: frozenset, inline_done: set, depth: int) -> tuple[bool, tuple]:
-        """Close ``agenda`` (items with real or cut origins) into ``expect``/``waiting``
-        (items found here, in lists) and ``parts_e``/``parts_w`` (memoised dicts to be
+    def _advance_items(self, agenda: list, pending: dict, parts: list, predicts: set, computing: frozenset,
+                       inline_done: set, depth: int) -> tuple[bool, tuple]:
+        """Close ``agenda`` (items with real or cut origins) into ``pending``
+        (items found here, in lists, by the symbol after the dot) and ``parts`` (memoised dicts to be
         unioned with them, borrowed: never modified), collecting the nonterminals to
         predict; True if the start symbol completes at the root.  Completing ``lhs``
         back into an origin ``o`` borrows the memoised `_completion` of ``(o, lhs)``,
@@ -469,7 +485,7 @@ class EarleyParser:
         whose kernel completes every ``r_i`` then borrows ``r_{i-1}``'s completion from
         ``r_i``'s instead of redoing the rest of the chain once per ``i`` (quadratic).
         A memoised completion holds everything of the completions it borrowed (its
-        fifth field names them), so of the completions borrowed here only those no
+        fourth field names them), so of the completions borrowed here only those no
         other one borrowed are unioned: the chain's set takes ``r_{n-1}``'s alone
         instead of n overlapping parts (quadratic per set, cubic over ``endxx...x``).
         Returns (whether the start symbol completes at the root, the borrowed keys)."""
@@ -502,56 +518,53 @@ class EarleyParser:
                     continue
                 if key in computing or depth >= MAX_COMPLETION_DEPTH:
                     inline_done.add(key)
-                    agenda.extend(self._advanced_into(self._nodes[o].waiting.get(lhs, ()), o))
+                    agenda.extend(self._advanced_into(self._nodes[o].pending.get(lhs, ()), o))
                 elif key not in merged:
                     merged.add(key)
                     borrowed.append((key, self._completion(o, lhs, depth + 1, computing)))
                 continue
+            pending.setdefault(x, []).append(item)
             if x < nt_base:
-                expect.setdefault(x, []).append(item)
                 continue
-            waiting.setdefault(x, []).append(item)
             predicts.add(x)
             if x in nullable:
                 agenda.append(item + 1)
         # a completion that another borrowed one borrowed itself is part of that one: skip it
-        covered = set(chain.from_iterable(c[4] for _, c in borrowed)) if len(borrowed) > 1 else ()
-        for key, (c_expect, c_waiting, c_predicts, c_accepting, _) in borrowed:
+        covered = set(chain.from_iterable(c[2] for _, c in borrowed)) if len(borrowed) > 1 else ()
+        completion_pending = self._completion_pending
+        for key, (c_predicts, c_accepting, _) in borrowed:
             if key in covered:
                 continue
-            if c_expect:
-                parts_e.append(c_expect)
-            if c_waiting:
-                parts_w.append(c_waiting)
+            c_pending = completion_pending[key]
+            if c_pending:
+                parts.append(c_pending)
             predicts.update(c_predicts)
             accepting |= c_accepting
         return accepting, tuple(key for key, _ in borrowed)
 
     def _completion(self, origin: int, lhs: int, depth: int,
-                    computing: frozenset = frozenset()) -> tuple[dict, dict, tuple, bool, tuple]:
+                    computing: frozenset = frozenset()) -> tuple[tuple, bool, tuple]:
         """What completing ``lhs`` with origin ``origin`` adds to a set: the closure of the
         items of ``origin`` waiting for ``lhs``, advanced (memoised: sets are immutable).
         ``computing``: the completions being computed further up (done in place here).
         The result is the whole closure whatever ``computing`` holds: a completion done
-        in place is derived again here, not left to the caller.  Returns ``(expect,
-        waiting, predicted nonterminals, whether the start symbol completes at the root,
-        the keys of the completions it borrowed)``."""
+        in place is derived again here, not left to the caller.  Returns ``(predicted
+        nonterminals, whether the start symbol completes at the root, the keys of the
+        completions it borrowed)``; its items, by the symbol after their dot, are kept in
+        ``_completion_pending[key]``."""
         key = origin * self._nsym + lhs
         hit = self._completion_memo.get(key)
         if hit is not None:
             return hit
         if passed():            # many small completions (a chain of rules) add up too
             raise timeout_error(what=f"completing {self._symbol_name(lhs)!r} into parser node {origin}")
-        expect: dict[int, list] = {}
-        waiting: dict[int, list] = {}
-        parts_e: list[dict] = []
-        parts_w: list[dict] = []
+        pending: dict[int, list] = {}
+        parts: list[dict] = []
         predicts: set[int] = set()
-        agenda = self._advanced_into(self._nodes[origin].waiting.get(lhs, ()), origin)
-        accepting, children = self._advance_items(agenda, expect, waiting, parts_e, parts_w, predicts,
-                                                  computing | {key}, {key}, depth)
-        hit = self._completion_memo[key] = (_union(expect, parts_e), _union(waiting, parts_w),
-                                            tuple(predicts), accepting, children)
+        agenda = self._advanced_into(self._nodes[origin].pending.get(lhs, ()), origin)
+        accepting, children = self._advance_items(agenda, pending, parts, predicts, computing | {key}, {key}, depth)
+        self._completion_pending[key] = _union(pending, parts)
+        hit = self._completion_memo[key] = (tuple(predicts), accepting, children)
         return hit
 
 
