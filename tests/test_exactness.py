@@ -543,3 +543,31 @@ def test_exactness_sweep(vocab_key: str, case: Case, request, sweep_summary):
     assert not diffs, "\n".join(diffs[:10])
     if case in SHIPPED:
         assert checked >= target * 0.95, f"only {checked} distinct states reached (target {target})"
+
+
+def test_json_schema_grammars_compute_masks_on_real_nodes_only(llama3_vocab):
+    """A grammar compiled from a JSON Schema never tries abstract nodes (its stack tops
+    seldom recur: see `recognizer.MIN_ABSTRACT_DEPTH`): a deeply nested instance of a
+    recursive schema is read with exact masks and without one abstract node, where the
+    generic JSON grammar, along the same text, makes them."""
+    import json
+
+    from constrained import Grammar
+
+    schema = {"$defs": {"t": {"type": "object", "properties": {"k": {"$ref": "#/$defs/t"}, "v": {"type": "integer"}}}},
+              "$ref": "#/$defs/t"}
+    text = json.dumps(json.loads("".join('{"k": ' for _ in range(16)) + '{"v": 1}' + "}" * 16))
+    blm = byte_level_mask("llama3", llama3_vocab)
+    made_abstract = {}
+    for name, grammar in (("schema", Grammar.from_json_schema(schema)),
+                          ("json.lark", Grammar.from_file(ROOT / "grammars" / "json.lark"))):
+        cg = compile_grammar(grammar, llama3_vocab, cache_dir=None)
+        rec, m = cg.recognizer, cg.matcher()
+        assert (rec.min_abstract_depth is None) == (name == "schema")
+        for t in llama3_vocab.encode(text):
+            assert (unpack_mask(m.mask(), len(llama3_vocab)) == blm.allowed(rec, m.state_id)).all(), name
+            assert m.advance(t)
+        assert m.is_accepting()
+        p = rec.parser
+        made_abstract[name] = any(p.node(i).abstract for i in range(p.num_nodes))
+    assert made_abstract == {"schema": False, "json.lark": True}

@@ -169,6 +169,8 @@ def compile_grammar(grammar: Grammar, vocab, *, cache_dir: str | Path | None = _
     eos = np.asarray(sorted(vocab.eos_ids), dtype=np.int64)
     recognizer = Recognizer(parser, dfas, tables.num_terminals, token_tables, eos,  # type: ignore[arg-type]
                             max_mask_memory=max_mask_memory, timeout=timeout)
+    if grammar.source == JSON_SCHEMA_SOURCE:
+        recognizer.min_abstract_depth = None    # its stack tops seldom recur (see MIN_ABSTRACT_DEPTH)
     return CompiledGrammar(grammar, vocab, recognizer, time.perf_counter() - t0)
 
 
