@@ -189,7 +189,7 @@ class EarleyParser:
         self._by_kernel: dict[object, int] = {}
         self._scan_memo: dict[int, int] = {}
         self._lock = threading.RLock()
-        self._own: dict[int, tuple[dict, dict, bool]] = {}
+        self._own: dict[int, tuple[dict, tuple, bool]] = {}
         self._by_future: dict[tuple, int] = {}
         # a completion's pending items apart from the rest of it: a tuple holding a dict stays
         # tracked by the cyclic garbage collector, one of plain ints and tuples does not
