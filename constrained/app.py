@@ -266,7 +266,7 @@ def extraction_grammar(json_schema: Any, text: str | None = None, *, grounded: b
     schema_options.setdefault("whitespace", "compact")
     schema_options.setdefault("additional_properties", "declared")
     schema_options.setdefault("fixed_strings", "canonical")
-    if not any(grounded is g or (isinstance(grounded, str) and grounded == g) for g in GROUNDED_VALUES):
+    if not (isinstance(grounded, bool) or grounded in ("strings", "all")):
         raise ValueError(f"grounded must be one of {GROUNDED_VALUES}, not {grounded!r}")
     if text is not None and (grounded or _asks_grounding(json_schema)):
         from constrained import Grammar
@@ -342,7 +342,7 @@ def complete_schema(json_schema: Any) -> tuple[Any, list[tuple[str, ...]]]:
         (['b', 'a'], {'anyOf': [{'type': 'null'}, {'type': 'string'}]}, [('a',)])
     """
     if not isinstance(json_schema, dict) or "draft-03" in str(json_schema.get("$schema", "")) \
-            or "/properties/" in json.dumps(json_schema) and _refs_into_properties(json_schema):
+            or _refs_into_properties(json_schema):
         return json_schema, []
     asked: list[tuple[str, ...]] = []
 

@@ -535,7 +535,7 @@ def element_witnesses(witnesses: tuple[bytes, ...]) -> tuple[bytes, ...]:
     arrays of one number or string witness (``[132]``: an element that must hold a
     multiple of 44 under one ``oneOf`` branch's ``contains``); shortest first."""
     numbers = [w for w in witnesses if _NUMBER.fullmatch(w)]
-    strings = [b'"' + w + b'"' for w in witnesses if not _NUMBER.fullmatch(w)][:8]
+    strings = [b'"' + w + b'"' for w in witnesses if w not in numbers][:8]
     out = [b"[]", b"{}", b'""'] + numbers + strings + [b"[" + v + b"]" for v in numbers + strings[:4]]
     return tuple(sorted(dict.fromkeys(out), key=len)[:MAX_GROWN_VALUES])
 

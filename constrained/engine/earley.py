@@ -292,18 +292,11 @@ class EarleyParser:
         known = self._by_kernel.get(kernel)
         if known is not None:
             return self._nodes[known].terminals
-        pending: dict[int, list] = {}
-        parts: list[dict] = []
-        predicts: set[int] = set()
         with self._lock:        # the completions it borrows are memoised as `_intern`'s are
-            self._advance_items(list(kernel), pending, parts, predicts, frozenset(), set(), 0)
-            symbols = set(pending)
-            for part in parts:
-                symbols.update(part)
-            own = self._own
-            for x in predicts:
-                for y in self._predicted(x):
-                    symbols.update(own[y][0])
+            pending, parts, _, _ = self._closure(-1, kernel)
+        symbols = set(pending)
+        for part in parts:
+            symbols.update(part)
         nterm = self._nterm
         hit = self._terminals_after[key] = tuple(sorted(x for x in symbols if x < nterm))
         return hit
@@ -437,6 +430,19 @@ class EarleyParser:
         return hit
 
     def _close(self, node_id: int, kernel_items) -> ParserNode:
+        pending, parts, accepting, origins = self._closure(node_id, kernel_items)
+        nodes = self._nodes
+        abstract = any(f == 0 or (f >= 2 and nodes[f - 2].abstract) for f in origins)
+        kernel = kernel_items if isinstance(kernel_items, tuple) else _kernel(kernel_items)
+        depth = 1 + max((nodes[f - 2].depth for f in origins if f >= 2), default=0) if node_id else 0
+        return ParserNode(node_id, kernel, _union(pending, parts), self._nterm, accepting, abstract, depth)
+
+    def _closure(self, node_id: int, kernel_items) -> tuple[dict[int, list], list[dict], bool, set[int]]:
+        """The closure of a kernel (of node ``node_id``, or -1 for one not interned):
+        ``(pending, parts, accepting, origins)``: the items found here by the symbol after
+        their dot (lists), the memoised dicts to union with them (completions borrowed,
+        predictions merged per nonterminal), whether the start symbol completes at the
+        root, and the kernel's origin fields (CUT 0, SELF 1, node + 2)."""
         shift = self._shift
         pending: dict[int, list] = {}
         parts: list[dict] = []
@@ -462,11 +468,7 @@ class EarleyParser:
                 parts.append(own_pending)
                 if completes and node_id == 0:
                     accepting = True
-        nodes = self._nodes
-        abstract = any(f == 0 or (f >= 2 and nodes[f - 2].abstract) for f in origins)
-        kernel = kernel_items if isinstance(kernel_items, tuple) else _kernel(kernel_items)
-        depth = 1 + max((nodes[f - 2].depth for f in origins if f >= 2), default=0) if node_id else 0
-        return ParserNode(node_id, kernel, _union(pending, parts), self._nterm, accepting, abstract, depth)
+        return pending, parts, accepting, origins
 
     def _advance_items(self, agenda: list, pending: dict, parts: list, predicts: set, computing: frozenset,
                        inline_done: set, depth: int) -> tuple[bool, tuple]:

@@ -344,13 +344,17 @@ class Recognizer:
         its lexemes' masks (ints, no numpy per lexeme)."""
         hit = self._start_mask_memo.get(node)
         if hit is None:
-            hit = 0
-            lex_start = self._lex_start_mask
-            for lx in self.start_lexemes(node):
-                m = lex_start.get(lx)
-                hit |= self._lexeme_start_mask(lx) if m is None else m
-            self._start_mask_memo[node] = hit
+            hit = self._start_mask_memo[node] = self._lexemes_start_mask(self.start_lexemes(node))
         return hit
+
+    def _lexemes_start_mask(self, lexemes) -> int:
+        """The OR of the lexemes' `_lexeme_start_mask` (ints, no numpy per lexeme)."""
+        out = 0
+        lex_start = self._lex_start_mask
+        for lx in lexemes:
+            m = lex_start.get(lx)
+            out |= self._lexeme_start_mask(lx) if m is None else m
+        return out
 
     def _start_mask_after(self, node: int, lexeme: int) -> int:
         """`_start_mask` of ``after_lexeme(node, lexeme)``, without building that parser
@@ -360,12 +364,8 @@ class Recognizer:
         key = (node, lexeme)
         hit = self._start_mask_after_memo.get(key)
         if hit is None:
-            hit = 0
-            lex_start = self._lex_start_mask
-            for lx in self.parser.terminals_after(node, lexeme) + self.ignore_ids:
-                m = lex_start.get(lx)
-                hit |= self._lexeme_start_mask(lx) if m is None else m
-            self._start_mask_after_memo[key] = hit
+            hit = self._start_mask_after_memo[key] = self._lexemes_start_mask(
+                self.parser.terminals_after(node, lexeme) + self.ignore_ids)
         return hit
 
     def _start_bytes(self, node: int) -> np.ndarray:

@@ -51,6 +51,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -304,13 +305,12 @@ def number_spellings(text: str) -> list[str]:
         >>> number_spellings("It fell to -3.5e2, then (-7).")
         ['-3.5e2', '-7']
     """
-    import re
 
     return list(dict.fromkeys(m.group() for m in re.finditer(NUMBER_TOKEN, text)))
 
 
 def _spellings_regex(spellings: list[str]) -> str:
-    return "(?:" + "|".join("".join("\\" + c if not c.isalnum() else c for c in s) for s in spellings) + ")"
+    return "(?:" + "|".join(re.escape(s) for s in spellings) + ")"
 
 
 def grounded_numbers(compiler: SchemaCompiler, conj, alternatives: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
