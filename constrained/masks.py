@@ -66,9 +66,20 @@ def or_token_bits(packed: np.ndarray, ids: np.ndarray) -> None:
 
 @functools.cache
 def _compiled_or_bits():
+    """`_or_bits` compiled, with the specialisations the engine calls loaded now: token
+    ids as int32 or int64, writable or read-only.  numba loads each from its on-disk
+    cache on the first call with those types, ~70 ms apiece; left to that first call,
+    it lands in the middle of some later mask (`constrained.warm_up` calls this)."""
     import numba
 
-    return numba.njit(cache=True, nogil=True)(_or_bits)
+    compiled = numba.njit(cache=True, nogil=True)(_or_bits)
+    packed = np.zeros(1, np.uint8)
+    for dtype in (np.int32, np.int64):
+        for writable in (True, False):
+            ids = np.zeros(1, dtype)
+            ids.setflags(write=writable)
+            compiled(packed, ids)
+    return compiled
 
 
 def _or_bits(packed, ids):  # pragma: no cover  (compiled; tested through or_token_bits)

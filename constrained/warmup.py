@@ -5,8 +5,9 @@ first masks does not depend on the request, only on the vocabulary or on the
 library itself:
 
 * the vocabulary's byte trie and its flat arrays (`constrained.engine.token_trie`);
-* the compiled trie walk (`constrained.engine.trie_walk`: numba loads its machine
-  code from the on-disk cache, or compiles it the first time on a machine);
+* the compiled trie walk (`constrained.engine.trie_walk`) and the loop that ORs token
+  ids into masks (`constrained.masks`): numba loads their machine code from the on-disk
+  cache, or compiles it the first time on a machine;
 * the token classes the JSON value checks read (`constrained.json_schema.value_checks`),
   and their format checker (`constrained.json_schema.validation.format_checker`: ~0.2 s
   of regexes, paid by the first schema whose values a format check reads);
@@ -55,12 +56,14 @@ def warm_up(vocab, *, formats: bool | Iterable[str] = True,
     from constrained.engine.token_tables import TokenTables, default_cache_dir
     from constrained.grammar.ir import Grammar
     from constrained.json_schema.validation import format_checker
+    from constrained.masks import _compiled_or_bits
 
     report: dict[str, float] = {}
     t0 = time.perf_counter()
     directory = default_cache_dir() if cache_dir is _DEFAULT else (None if cache_dir is None else Path(cache_dir))
     tables = TokenTables.for_vocabulary(vocab, directory)
     tables.trie.scan_ids(compile_regex("[a-z]"), 1)        # the flat trie, and the compiled walk loaded
+    _compiled_or_bits()                                     # the compiled loop that ORs token ids into masks
     report["trie"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
