@@ -5,9 +5,10 @@ first masks does not depend on the request, only on the vocabulary or on the
 library itself:
 
 * the vocabulary's byte trie and its flat arrays (`constrained.engine.token_trie`);
-* the compiled trie walk (`constrained.engine.trie_walk`) and the loop that ORs token
-  ids into masks (`constrained.masks`): numba loads their machine code from the on-disk
-  cache, or compiles it the first time on a machine;
+* the compiled loops: the trie walk (`constrained.engine.trie_walk`), the crossing
+  scan (`constrained.engine.token_scan`) and the OR of token ids into masks
+  (`constrained.masks`); numba loads their machine code from the on-disk cache, or
+  compiles it the first time on a machine;
 * the token classes the JSON value checks read (`constrained.json_schema.value_checks`),
   and their format checker (`constrained.json_schema.validation.format_checker`: ~0.2 s
   of regexes, paid by the first schema whose values a format check reads);
@@ -34,6 +35,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from constrained.errors import ConstrainedError
 
 _DEFAULT: Any = object()      # compile_grammar's default token-table cache directory
@@ -56,6 +59,7 @@ def warm_up(vocab, *, formats: bool | Iterable[str] = True,
     from constrained.engine.token_tables import TokenTables, default_cache_dir
     from constrained.grammar.ir import Grammar
     from constrained.json_schema.validation import format_checker
+    from constrained.engine.token_scan import scan_tokens_compiled
     from constrained.masks import _compiled_or_bits
 
     report: dict[str, float] = {}
@@ -64,6 +68,8 @@ def warm_up(vocab, *, formats: bool | Iterable[str] = True,
     tables = TokenTables.for_vocabulary(vocab, directory)
     tables.trie.scan_ids(compile_regex("[a-z]"), 1)        # the flat trie, and the compiled walk loaded
     _compiled_or_bits()                                     # the compiled loop that ORs token ids into masks
+    scan_tokens_compiled(compile_regex("[a-z]"), 1, np.zeros(1, np.int64), np.zeros(1, np.int64),
+                         tables.byte_matrix, tables.lengths)  # and the crossing scan's
     report["trie"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()

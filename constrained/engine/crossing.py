@@ -25,7 +25,7 @@ import threading
 import numpy as np
 
 from constrained.automata.byte_dfa import START, ByteDFA
-from constrained.engine.token_scan import scan_tokens
+from constrained.engine.token_scan import scan_tokens_compiled
 from constrained.masks import pack_mask, pack_token_ids
 
 LARGE_SET = 512   # candidates from which a set groups them by first byte instead of testing each
@@ -98,7 +98,7 @@ class CrossingSet:
         if idx.size == 0:
             return None, None
         toks, offs = self.toks[idx], self.offs[idx]
-        live_end, si, sp = scan_tokens(dfa, START, toks, offs, owner.byte_matrix, owner.lengths, owner.token_bytes)
+        live_end, si, sp = scan_tokens_compiled(dfa, START, toks, offs, owner.byte_matrix, owner.lengths)
         live = None
         if live_end.any():
             live = owner.token_set(toks[live_end])
