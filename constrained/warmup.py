@@ -5,7 +5,7 @@ first masks does not depend on the request, only on the vocabulary or on the
 library itself:
 
 * the vocabulary's byte trie and its flat arrays (`constrained.engine.token_trie`);
-* the compiled loops: the trie walk (`constrained.engine.trie_walk`), the crossing
+* the compiled loops: the trie walks (`constrained.engine.trie_walk`), the crossing
   scan (`constrained.engine.token_scan`) and the OR of token ids into masks
   (`constrained.masks`); numba loads their machine code from the on-disk cache, or
   compiles it the first time on a machine;
@@ -67,6 +67,7 @@ def warm_up(vocab, *, formats: bool | Iterable[str] = True,
     directory = default_cache_dir() if cache_dir is _DEFAULT else (None if cache_dir is None else Path(cache_dir))
     tables = TokenTables.for_vocabulary(vocab, directory)
     tables.trie.scan_ids(compile_regex("[a-z]"), 1)        # the flat trie, and the compiled walk loaded
+    tables.get(compile_regex("[a-z]"), 1)                   # ... and the walk that makes a table in one call
     _compiled_or_bits()                                     # the compiled loop that ORs token ids into masks
     scan_tokens_compiled(compile_regex("[a-z]"), 1, np.zeros(1, np.int64), np.zeros(1, np.int64),
                          tables.byte_matrix, tables.lengths)  # and the crossing scan's
