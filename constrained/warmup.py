@@ -54,12 +54,13 @@ def warm_up(vocab, *, formats: bool | Iterable[str] = True,
     ``cache_dir``, and its default when not given; the trie is shared whatever it is).  Formats too large for one automaton
     (``email``) are left to validation by the compiler either way; building them here only
     settles that once."""
-    from constrained.automata.byte_dfa import compile_regex
+    from constrained.automata.byte_dfa import START, compile_regex
+    from constrained.automata.json_words import json_string_except_regex
     from constrained.engine.compiled import compile_grammar
+    from constrained.engine.token_scan import scan_tokens_compiled
     from constrained.engine.token_tables import TokenTables, default_cache_dir
     from constrained.grammar.ir import Grammar
     from constrained.json_schema.validation import format_checker
-    from constrained.engine.token_scan import scan_tokens_compiled
     from constrained.masks import _compiled_or_bits
 
     report: dict[str, float] = {}
@@ -68,6 +69,8 @@ def warm_up(vocab, *, formats: bool | Iterable[str] = True,
     tables = TokenTables.for_vocabulary(vocab, directory)
     tables.trie.scan_ids(compile_regex("[a-z]"), 1)        # the flat trie, and the compiled walk loaded
     tables.get(compile_regex("[a-z]"), 1)                   # ... and the walk that makes a table in one call
+    key = compile_regex(json_string_except_regex(["a"]))    # ... and the one that derives a table (a key
+    tables.get(key, key.step(START, ord('"')))              # that is not "a", after its quote; the string body)
     _compiled_or_bits()                                     # the compiled loop that ORs token ids into masks
     scan_tokens_compiled(compile_regex("[a-z]"), 1, np.zeros(1, np.int64), np.zeros(1, np.int64),
                          tables.byte_matrix, tables.lengths)  # and the crossing scan's

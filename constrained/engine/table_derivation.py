@@ -85,36 +85,20 @@ def reference_state(dfa: ByteDFA, state: int, tokens_per_byte: np.ndarray | None
 
 def derive_table(tables: TokenTables, dfa: ByteDFA, state: int, ref: int) -> StateTokenTable:
     """The table of ``state`` from the table of ``ref`` (`TokenTables.get`) and a scan of
-    the first bytes on which their rows differ; equal to a full scan's table."""
-    from constrained.engine.token_tables import StateTokenTable, not_in_sorted
+    the first bytes on which their rows differ; equal to a full scan's table.  One
+    compiled call (`constrained.engine.trie_walk.walk_derived_table`)."""
+    from constrained.engine.token_tables import StateTokenTable
+    from constrained.engine.trie_walk import FlatTrie, walk_derived_table
 
-    row, ref_row = dfa.transitions[state], dfa.transitions[ref]
-    differing = np.flatnonzero(row != ref_row)
+    differing = np.flatnonzero(dfa.transitions[state] != dfa.transitions[ref])
     base = tables.get(dfa, ref)
-    first = tables.first_bytes                 # first byte per token id (256: an empty token)
-    redo = np.zeros(257, bool)                 # the tokens whose first byte leads elsewhere
-    redo[differing] = True
-    new_ids, split_toks, split_pos = tables.trie.scan_ids(dfa, state, first_bytes=differing)
-    new_ids = np.sort(new_ids)
-    own = not_in_sorted(split_toks, new_ids)   # an inside token's split points are not crossing ones
-    split_toks, split_pos = split_toks[own], split_pos[own]
-    # the reference's split points and inside tokens but those starting with a differing byte
-    ref_split = ~redo[first[base.cross_toks]]
-    split_toks = np.concatenate([base.cross_toks[ref_split], split_toks])
-    split_pos = np.concatenate([base.cross_pos[ref_split], split_pos])
-    if base.inside_ids is not None:
-        old = base.inside_ids
-        return tables.table_of(np.concatenate([old[~redo[first[old]]], new_ids]), split_toks, split_pos)
-    # many inside tokens: packed sets (the reference's without the redone first bytes, or the scan's)
-    inside = np.bitwise_and(base.inside, ~tables.first_byte_set(differing))
-    if new_ids.size:
-        np.bitwise_or(inside, tables.pack_ids(new_ids), out=inside)
-    if int(np.bitwise_count(inside).sum()) <= tables.sparse_max:
-        ids = np.flatnonzero(np.unpackbits(inside, bitorder="little")[:tables.size])
-        return tables.table_of(ids, split_toks, split_pos)
-    table = tables.table_of(_EMPTY, split_toks, split_pos)     # (split points of inside tokens: gone above)
-    inside.setflags(write=False)
-    return StateTokenTable(inside, table.cross_toks, table.cross_pos)
+    ids, inside, cross_toks, cross_pos = walk_derived_table(
+        FlatTrie.of(tables.trie), dfa, state, ref, differing, base.inside, base.cross_toks, base.cross_pos,
+        tables.size, tables.sparse_max)
+    for a in (ids, inside, cross_toks, cross_pos):
+        if a is not None:
+            a.setflags(write=False)
+    if inside is not None:
+        return StateTokenTable(inside, cross_toks, cross_pos)
+    return StateTokenTable(None, cross_toks, cross_pos, ids, tables.size)
 
-
-_EMPTY = np.zeros(0, np.int64)

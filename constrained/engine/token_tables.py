@@ -11,8 +11,9 @@ For a lexer in state ``q`` of a terminal's DFA, every token is one of
 
 Tables depend only on (vocabulary, DFA), not on the grammar, so every grammar
 over a vocabulary shares them (all JSON grammars share the string/number tables).
-They are read off the vocabulary's byte trie (`constrained.engine.token_trie`:
-numpy level by level, only where the DFA is live) and stored
+They are read off the vocabulary's byte trie (`constrained.engine.token_trie`) by one
+compiled walk per table, only where the DFA is live (`constrained.engine.trie_walk`), or
+derived from a similar state's table (`constrained.engine.table_derivation`), and stored
 under ``$CONSTRAINED_CACHE_DIR`` (default ``~/.cache/constrained``) per
 vocabulary hash, so a second process loads instead of recomputing.
 
@@ -36,7 +37,7 @@ from constrained.engine.crossing import CrossingSet, CrossingSets
 from constrained.engine.table_derivation import derive_table, reference_state
 from constrained.engine.token_trie import VocabTrie
 from constrained.engine.trie_walk import FlatTrie, walk_table
-from constrained.masks import pack_mask, pack_token_ids
+from constrained.masks import pack_token_ids
 
 TABLE_FORMAT = 1
 # a state reading fewer distinct bytes visits few trie nodes: its table is computed, not
@@ -49,20 +50,6 @@ SHARE_MIN_LIVE_BYTES = 32
 # are a few states deep
 SHARE_MAX_RESIDUAL = 256
 SHARE_MAX_DEPTH = 24
-
-
-def not_in_sorted(values: np.ndarray, sorted_ids: np.ndarray) -> np.ndarray:
-    """Bool per value: not among ``sorted_ids`` (sorted; a binary search each, which costs
-    less than `np.isin` for the handful of ids a key literal's state has).
-
-    >>> not_in_sorted(np.array([3, 5, 7]), np.array([5, 9])).tolist()
-    [True, False, True]
-    """
-    if sorted_ids.size == 0:
-        return np.ones(values.size, bool)
-    pos = np.searchsorted(sorted_ids, values)
-    pos[pos == sorted_ids.size] = 0
-    return sorted_ids[pos] != values
 
 
 def default_cache_dir() -> Path:
@@ -121,7 +108,6 @@ class TokenTables:
         self.crossing = CrossingSets(self.byte_matrix, self.lengths, self.size, vocab.token_bytes)
         self._first_bytes: np.ndarray | None = None
         self._tokens_per_first_byte: np.ndarray | None = None
-        self._by_first_byte: dict[int, np.ndarray] = {}    # byte -> packed set of the tokens it starts
 
     @classmethod
     def for_vocabulary(cls, vocab, cache_dir: Path | None) -> TokenTables:
@@ -250,26 +236,9 @@ class TokenTables:
             self._tokens_per_first_byte = counts
         return counts
 
-    def pack_ids(self, ids: np.ndarray) -> np.ndarray:
-        """Token ids as a packed bitset (uint8, little bit order; writable)."""
-        return pack_token_ids(ids, self.size).view(np.uint8)
-
-    def first_byte_set(self, byte_values: np.ndarray) -> np.ndarray:
-        """The tokens starting with one of ``byte_values`` as a packed bitset (uint8; writable)."""
-        out = np.zeros(self.nbytes, np.uint8)
-        for b in np.asarray(byte_values).tolist():
-            packed = self._by_first_byte.get(b)
-            if packed is None:
-                packed = self.pack_ids(np.flatnonzero(self.first_bytes == b))
-                packed.setflags(write=False)
-                self._by_first_byte[b] = packed
-            np.bitwise_or(out, packed, out=out)
-        return out
-
     def _scan_table(self, dfa: ByteDFA, state: int) -> StateTokenTable:
         """The table of ``state`` by a scan of the vocabulary's trie from it (one compiled
-        call: `constrained.engine.trie_walk.walk_table`; the same table as `table_of` makes
-        of `VocabTrie.scan_ids`)."""
+        call: `constrained.engine.trie_walk.walk_table`)."""
         ids, inside, cross_toks, cross_pos = walk_table(FlatTrie.of(self.trie), dfa, state, self.size,
                                                         self.sparse_max)
         for a in (ids, inside, cross_toks, cross_pos):
@@ -277,30 +246,6 @@ class TokenTables:
                 a.setflags(write=False)
         if inside is not None:
             return StateTokenTable(inside, cross_toks, cross_pos)
-        return StateTokenTable(None, cross_toks, cross_pos, ids, self.size)
-
-    def table_of(self, inside_ids: np.ndarray, split_toks: np.ndarray, split_pos: np.ndarray) -> StateTokenTable:
-        """The `StateTokenTable` of a scan's result (distinct inside ids, split points): the
-        split points of inside tokens dropped, the rest in one canonical order (by position,
-        then token); few inside tokens kept as sorted ids, many as a packed set."""
-        if inside_ids.size <= self.sparse_max:          # few tokens: ids, a packed set only on demand
-            ids = np.sort(inside_ids).astype(np.int32)
-            keep = not_in_sorted(split_toks, ids)
-            inside = None
-        else:
-            bits = np.zeros(self.size, bool)
-            bits[inside_ids] = True
-            keep = ~bits[split_toks]
-            inside = pack_mask(bits).view(np.uint8)
-            inside.setflags(write=False)
-        key = np.sort(split_pos[keep] * self.size + split_toks[keep])
-        cross_pos = (key // self.size).astype(np.int32)
-        cross_toks = (key % self.size).astype(np.int32)
-        for a in (cross_toks, cross_pos):
-            a.setflags(write=False)
-        if inside is not None:
-            return StateTokenTable(inside, cross_toks, cross_pos)
-        ids.setflags(write=False)
         return StateTokenTable(None, cross_toks, cross_pos, ids, self.size)
 
     # ------------------------------------------------------------------ disk

@@ -87,7 +87,7 @@ def _scratch(flat: FlatTrie) -> tuple[np.ndarray, ...]:
     hit = per.get(flat)
     if hit is None:
         tokens = int(flat.order.size)
-        hit = per[flat] = tuple(np.empty(tokens + 256, np.int32) for _ in range(5))
+        hit = per[flat] = tuple(np.empty(tokens + 256, np.int32) for _ in range(7))
     return hit
 
 
@@ -101,7 +101,7 @@ def walk(flat: FlatTrie, dfa: ByteDFA, state: int,
     if starts.size == 0 or flat.byte.size == 0:
         return _EMPTY, _EMPTY, _EMPTY
     table = np.ascontiguousarray(dfa.transitions, dtype=np.int32)
-    inside_pos, cur_node, cur_state, nxt_node, nxt_state = _scratch(flat)
+    inside_pos, cur_node, cur_state, nxt_node, nxt_state = _scratch(flat)[:5]
     n_inside, split_lo, split_hi, split_depth, n_split = _compiled_walk()(
         flat.byte, flat.lo, flat.hi, flat.nend, flat.child_lo, flat.child_hi, flat.first, starts,
         table, dfa.accepting.view(np.uint8), np.int32(state), inside_pos, cur_node, cur_state, nxt_node, nxt_state)
@@ -124,11 +124,34 @@ def walk_table(flat: FlatTrie, dfa: ByteDFA, state: int, size: int,
     A table computed while the mask of a new parser state is asked for would otherwise
     pay a dozen numpy calls around the walk (~20 us on a 128k vocabulary, most of a key
     literal state's table)."""
-    inside_pos, cur_node, cur_state, nxt_node, nxt_state = _scratch(flat)
+    inside_pos, cur_node, cur_state, nxt_node, nxt_state = _scratch(flat)[:5]
     ids, packed, cross_toks, cross_pos, dense = _compiled_table_walk()(
         flat.byte, flat.lo, flat.hi, flat.nend, flat.child_lo, flat.child_hi, flat.first, flat.order,
         np.ascontiguousarray(dfa.transitions, dtype=np.int32), dfa.accepting.view(np.uint8), np.int32(state),
         np.int64(size), np.int64(sparse_max), inside_pos, cur_node, cur_state, nxt_node, nxt_state)
+    return (None, packed, cross_toks, cross_pos) if dense else (ids, None, cross_toks, cross_pos)
+
+
+def walk_derived_table(flat: FlatTrie, dfa: ByteDFA, state: int, ref: int, differing: np.ndarray,
+                       base_inside: np.ndarray, base_cross_toks: np.ndarray, base_cross_pos: np.ndarray,
+                       size: int, sparse_max: int) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray, np.ndarray]:
+    """`walk_table` for a state whose row differs from state ``ref``'s only on the bytes
+    ``differing`` (`constrained.engine.table_derivation`), from ``ref``'s table (``base_*``,
+    its inside set packed).  Same result layout as `walk_table`.
+
+    The trie is walked below the differing bytes only, with ``ref``'s state beside the
+    state's, and a subtree is left to the reference's table where the two paths meet: at a
+    node where both are in the same DFA state, having accepted at the same positions on the
+    way, every token below reads the same from both.  A key that is none of a few names
+    meets the string body one byte after each name's prefix stops, so the walk follows the
+    names, not the thousands of tokens that start like them."""
+    cur_node, cur_state, cur_ref, nxt_node, nxt_state, nxt_ref = _scratch(flat)[1:]
+    ids, packed, cross_toks, cross_pos, dense = _compiled_derived_walk()(
+        flat.byte, flat.lo, flat.hi, flat.nend, flat.child_lo, flat.child_hi, flat.first, flat.order,
+        np.ascontiguousarray(dfa.transitions, dtype=np.int32), dfa.accepting.view(np.uint8), np.int32(state),
+        np.int32(ref), np.asarray(differing, dtype=np.int32), base_inside, np.asarray(base_cross_toks, dtype=np.int32),
+        np.asarray(base_cross_pos, dtype=np.int32), np.int64(size), np.int64(sparse_max),
+        cur_node, cur_state, cur_ref, nxt_node, nxt_state, nxt_ref)
     return (None, packed, cross_toks, cross_pos) if dense else (ids, None, cross_toks, cross_pos)
 
 
@@ -153,9 +176,29 @@ def _compiled_table_walk():
     """`_table_walk` compiled (after `_walk`, which it calls by name)."""
     import numba
 
-    global _walk_compiled
-    _walk_compiled = _compiled_walk()
+    _compile_helpers()
     return numba.njit(cache=True, nogil=True)(_table_walk)
+
+
+@functools.cache
+def _compiled_derived_walk():
+    """`_derived_walk` compiled (after the helpers it calls by name)."""
+    import numba
+
+    _compile_helpers()
+    return numba.njit(cache=True, nogil=True)(_derived_walk)
+
+
+@functools.cache
+def _compile_helpers() -> None:
+    """The compiled versions of what `_table_walk` and `_derived_walk` call by name."""
+    import numba
+
+    global _walk_compiled, _crossing_keys, _table_parts, _set_dead
+    _walk_compiled = _compiled_walk()
+    _set_dead = numba.njit(cache=True, nogil=True)(_set_dead)
+    _crossing_keys = numba.njit(cache=True, nogil=True)(_crossing_keys)
+    _table_parts = numba.njit(cache=True, nogil=True)(_table_parts)
 
 
 def _table_walk(byte, lo, hi, nend, child_lo, child_hi, first, order, table, accepting, state, size, sparse_max,
@@ -179,18 +222,150 @@ def _table_walk(byte, lo, hi, nend, child_lo, child_hi, first, order, table, acc
     for i in range(n_inside):
         t = order[inside_pos[i]]
         packed[t >> 3] |= np.uint8(1 << (t & 7))
-    total = 0
+    keys = _crossing_keys(order, packed, split_lo, split_hi, split_depth, n_split, np.empty(0, np.int64), size)
+    return _table_parts(order, inside_pos, n_inside, packed, keys, size, sparse_max)
+
+
+def _derived_walk(byte, lo, hi, nend, child_lo, child_hi, first, order, table, accepting, state, ref, differing,
+                  base_inside, base_cross_toks, base_cross_pos, size, sparse_max,
+                  cur_node, cur_state, cur_ref, nxt_node, nxt_state, nxt_ref):  # pragma: no cover
+    # (compiled: the tests compare derived tables with a per-token reference scan)
+    # ``redo``: the tokens whose entries the walk decides (they end at a node it walks, or
+    # below a child where the state dies); every other token keeps the reference's entries.
+    # A frontier entry's reference state is -1 once the two paths accepted differently.
+    steps = table.ravel()
+    packed = base_inside.copy()
+    redo = np.zeros(packed.size, np.uint8)
+    split_lo = np.empty(64, np.int32)
+    split_hi = np.empty(64, np.int32)
+    split_depth = np.empty(64, np.int32)
+    n_split = 0
+    n_cur = 0
+    for k in range(differing.size):
+        b = differing[k]
+        node = first[b]
+        if node < 0:
+            continue
+        q = table[state, b]
+        if q == 0:
+            _set_dead(order, lo[node], hi[node], packed, redo)
+            continue
+        r = table[ref, b]
+        cur_node[n_cur] = node
+        cur_state[n_cur] = q
+        cur_ref[n_cur] = r if accepting[q] == accepting[r] else -1
+        n_cur += 1
+    depth = 1
+    while n_cur > 0:
+        n_nxt = 0
+        for i in range(n_cur):
+            node = cur_node[i]
+            q = cur_state[i]
+            r = cur_ref[i]
+            start = lo[node]
+            ends = nend[node]
+            for p in range(start, start + ends):         # tokens spelled like this prefix: inside
+                t = order[p]
+                packed[t >> 3] |= np.uint8(1 << (t & 7))
+                redo[t >> 3] |= np.uint8(1 << (t & 7))
+            if accepting[q] and start + ends < hi[node]:
+                if n_split == split_lo.size:
+                    split_lo = _grow(split_lo)
+                    split_hi = _grow(split_hi)
+                    split_depth = _grow(split_depth)
+                split_lo[n_split] = start + ends
+                split_hi[n_split] = hi[node]
+                split_depth[n_split] = depth
+                n_split += 1
+            base = q * 256
+            for c in range(child_lo[node], child_hi[node]):
+                q2 = steps[base + byte[c]]
+                if q2 == 0:
+                    _set_dead(order, lo[c], hi[c], packed, redo)
+                    continue
+                r2 = -1
+                if r >= 0:
+                    r2 = steps[r * 256 + byte[c]]
+                    if r2 == q2:
+                        continue                           # the paths meet: the reference's entries stand
+                    if accepting[q2] != accepting[r2]:
+                        r2 = -1
+                nxt_node[n_nxt] = c
+                nxt_state[n_nxt] = q2
+                nxt_ref[n_nxt] = r2
+                n_nxt += 1
+        cur_node, nxt_node = nxt_node, cur_node
+        cur_state, nxt_state = nxt_state, cur_state
+        cur_ref, nxt_ref = nxt_ref, cur_ref
+        n_cur = n_nxt
+        depth += 1
+    # crossing points: the reference's of the tokens the walk left alone, the walk's of
+    # those it decided (a split range also covers tokens in subtrees left to the reference)
+    total = base_cross_toks.size
     for j in range(n_split):
         total += split_hi[j] - split_lo[j]
-    keys = np.empty(total, np.int64)        # crossing points (position, token) of tokens not inside
+    keys = np.empty(total, np.int64)
     m = 0
+    for j in range(base_cross_toks.size):
+        t = base_cross_toks[j]
+        if not (redo[t >> 3] >> (t & 7)) & 1:
+            keys[m] = base_cross_pos[j] * size + t
+            m += 1
+    for j in range(n_split):
+        for p in range(split_lo[j], split_hi[j]):
+            t = order[p]
+            if (redo[t >> 3] >> (t & 7)) & 1 and not (packed[t >> 3] >> (t & 7)) & 1:
+                keys[m] = split_depth[j] * size + t
+                m += 1
+    keys = np.sort(keys[:m])
+    n = 0
+    for v in packed.view(np.uint32):          # popcount (SWAR): the packed size is a multiple of 4 bytes
+        v = v - ((v >> 1) & 0x55555555)
+        v = (v & 0x33333333) + ((v >> 2) & 0x33333333)
+        n += (((v + (v >> 4)) & 0x0F0F0F0F) * 0x01010101 & 0xFFFFFFFF) >> 24
+    if n > sparse_max:
+        return np.empty(0, np.int32), packed, (keys % size).astype(np.int32), (keys // size).astype(np.int32), True
+    ids = np.empty(n, np.int32)
+    n = 0
+    for i in range(packed.size):
+        v = packed[i]
+        if v:
+            for bit in range(8):
+                if (v >> bit) & 1:
+                    ids[n] = i * 8 + bit
+                    n += 1
+    return ids, np.empty(0, np.uint8), (keys % size).astype(np.int32), (keys // size).astype(np.int32), False
+
+
+def _set_dead(order, lo, hi, packed, redo):  # pragma: no cover
+    """The tokens at sorted positions ``lo..hi`` are not inside, and decided by the walk."""
+    for p in range(lo, hi):
+        t = order[p]
+        packed[t >> 3] &= np.uint8(~(1 << (t & 7)) & 255)
+        redo[t >> 3] |= np.uint8(1 << (t & 7))
+
+
+def _crossing_keys(order, packed, split_lo, split_hi, split_depth, n_split, kept, size):  # pragma: no cover
+    """Sorted ``position * size + token`` of the walk's split points of tokens not inside
+    ``packed``, with ``kept`` (keys already known) among them."""
+    total = kept.size
+    for j in range(n_split):
+        total += split_hi[j] - split_lo[j]
+    keys = np.empty(total, np.int64)
+    keys[:kept.size] = kept
+    m = kept.size
     for j in range(n_split):
         for k in range(split_lo[j], split_hi[j]):
             t = order[k]
             if not (packed[t >> 3] >> (t & 7)) & 1:
                 keys[m] = split_depth[j] * size + t
                 m += 1
-    keys = np.sort(keys[:m])
+    return np.sort(keys[:m])
+
+
+def _table_parts(order, inside_pos, n_inside, packed, keys, size, sparse_max):  # pragma: no cover
+    """`_table_walk`'s result: sorted ids (few inside tokens) or the packed set, and the
+    crossing points by position, then token."""
     cross_pos = (keys // size).astype(np.int32)
     cross_toks = (keys % size).astype(np.int32)
     if n_inside > sparse_max:
