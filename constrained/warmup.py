@@ -57,7 +57,6 @@ def warm_up(vocab, *, formats: bool | Iterable[str] = True,
     from constrained.automata.byte_dfa import START, compile_regex
     from constrained.automata.json_words import json_string_except_regex
     from constrained.engine.compiled import compile_grammar
-    from constrained.engine.token_scan import scan_tokens_compiled
     from constrained.engine.token_tables import TokenTables, default_cache_dir
     from constrained.grammar.ir import Grammar
     from constrained.json_schema.validation import format_checker
@@ -72,8 +71,8 @@ def warm_up(vocab, *, formats: bool | Iterable[str] = True,
     key = compile_regex(json_string_except_regex(["a"]))    # ... and the one that derives a table (a key
     tables.get(key, key.step(START, ord('"')))              # that is not "a", after its quote; the string body)
     _compiled_or_bits()                                     # the compiled loop that ORs token ids into masks
-    scan_tokens_compiled(compile_regex("[a-z]"), 1, np.zeros(1, np.int64), np.zeros(1, np.int64),
-                         tables.byte_matrix, tables.lengths)  # and the crossing scan's
+    tables.crossing.intern_set(np.zeros(1, np.int64), np.zeros(1, np.int64)).scan(compile_regex("[a-z]"))
+    # (and the crossing scan's)
     report["trie"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()

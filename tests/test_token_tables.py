@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from constrained.automata.byte_dfa import compile_regex
-from constrained.engine.token_scan import scan_tokens, scan_tokens_compiled
+from constrained.engine.token_scan import scan_remainders, scan_tokens
 from constrained.engine.token_tables import TokenTables
 from constrained.engine.token_trie import VocabTrie
 from constrained.masks import pack_mask
@@ -101,17 +101,19 @@ def test_trie_shape() -> None:
                        min_size=1, max_size=40),
        regex=st.sampled_from(["a*", "(ab)+c?", "[a-c]{2,4}", "a|b|abd", "d*a[bc]*", "(a|b)*d", "a,?"]),
        data=st.data())
-def test_the_compiled_scan_equals_the_array_scan(tokens, regex, data) -> None:
+def test_the_compiled_remainder_scan_equals_the_array_scan(tokens, regex, data) -> None:
+    # the crossing walk's scan (from the start state, candidates whose first byte starts the
+    # lexeme, distinct results) against the reference array scan of every candidate
     vocab = TokenVocabulary.from_token_bytes(tokens + [b""], eos_ids=[len(tokens)])
     dfa = compile_regex(regex)
-    picks = data.draw(st.lists(st.tuples(st.integers(0, len(tokens) - 1), st.integers(0, 5),
-                                         st.integers(1, dfa.num_states - 1)), max_size=60))
-    toks = np.array([t for t, _, _ in picks], np.int64)
-    offs = np.array([o % len(tokens[t]) for t, o, _ in picks], np.int64)
-    starts = np.array([q for _, _, q in picks], np.int64)
-    for first in (starts, 1):
-        reference = scan_tokens(dfa, first, toks, offs, vocab.byte_matrix, vocab.lengths)
-        compiled = scan_tokens_compiled(dfa, first, toks, offs, vocab.byte_matrix, vocab.lengths)
-        assert np.array_equal(reference[0], compiled[0])
-        assert sorted(zip(reference[1].tolist(), reference[2].tolist())) == \
-            sorted(zip(compiled[1].tolist(), compiled[2].tolist()))
+    picks = data.draw(st.lists(st.tuples(st.integers(0, len(tokens) - 1), st.integers(0, 5)), max_size=60))
+    toks = np.array([t for t, _ in picks], np.int64)
+    offs = np.array([o % len(tokens[t]) for t, o in picks], np.int64)
+    first = vocab.byte_matrix[toks, offs]
+    order = np.argsort(first, kind="stable")
+    by_first = np.searchsorted(first[order], np.arange(257))
+    live, split_toks, split_offs = scan_remainders(dfa, toks[order], offs[order], by_first, vocab.byte_matrix,
+                                                   vocab.lengths, 7)
+    live_end, si, sp = scan_tokens(dfa, 1, toks, offs, vocab.byte_matrix, vocab.lengths)
+    assert live.tolist() == sorted(set(toks[live_end].tolist()))
+    assert list(zip(split_toks.tolist(), split_offs.tolist())) == sorted(set(zip(toks[si].tolist(), sp.tolist())))

@@ -24,11 +24,9 @@ import threading
 
 import numpy as np
 
-from constrained.automata.byte_dfa import START, ByteDFA
-from constrained.engine.token_scan import scan_tokens_compiled
+from constrained.automata.byte_dfa import ByteDFA
+from constrained.engine.token_scan import scan_remainders
 from constrained.masks import pack_mask, pack_token_ids
-
-LARGE_SET = 512   # candidates from which a set groups them by first byte instead of testing each
 
 
 class CrossingSet:
@@ -37,7 +35,7 @@ class CrossingSet:
     ``uid`` is unique per vocabulary's sets (the memo key for parser-dependent results).
     """
 
-    __slots__ = ("uid", "toks", "offs", "_owner", "_first", "_by_first", "_scans", "_first_bytes", "first_mask")
+    __slots__ = ("uid", "toks", "offs", "_owner", "_first", "_grouped", "_scans", "_first_bytes", "first_mask")
 
     def __init__(self, uid: int, toks: np.ndarray, offs: np.ndarray, owner: CrossingSets) -> None:
         self.uid = uid
@@ -45,8 +43,14 @@ class CrossingSet:
         self.offs = offs
         self._owner = owner
         self._first = owner.byte_matrix[toks, offs]     # each remainder's first byte
-        # (order, bounds): candidates grouped by first byte (large sets)
-        self._by_first: tuple[np.ndarray, np.ndarray] | None = None
+        # the candidates grouped by first byte (``_by_first[b]:_by_first[b + 1]``), int64,
+        # contiguous and read-only: the compiled scan reads the groups of the bytes a lexeme
+        # starts with as they are, not every candidate of a large set
+        order = np.argsort(self._first, kind="stable")
+        self._grouped = (np.array(toks[order], dtype=np.int64), np.array(offs[order], dtype=np.int64),
+                         np.concatenate([[0], np.cumsum(np.bincount(self._first, minlength=256))]).astype(np.int64))
+        for a in self._grouped:
+            a.setflags(write=False)
         self._scans: dict[str, tuple[np.ndarray | None, CrossingSet | None]] = {}
         self._first_bytes: np.ndarray | None = None
         # the first bytes as an int bitmask (bit b for byte b): tested against a lexeme's or a
@@ -79,35 +83,13 @@ class CrossingSet:
             self._scans[dfa.digest] = hit
         return hit
 
-    def _starting(self, first_ok: np.ndarray) -> np.ndarray:
-        """Indices of the candidates whose remainder starts with a byte where ``first_ok``."""
-        if len(self.toks) <= LARGE_SET:
-            return np.flatnonzero(first_ok.take(self._first))
-        if self._by_first is None:     # one assignment: other threads see both or neither
-            self._by_first = (np.argsort(self._first, kind="stable"),
-                              np.concatenate([[0], np.cumsum(np.bincount(self._first, minlength=256))]))
-        order, bounds = self._by_first
-        starts = np.flatnonzero(first_ok & (bounds[1:] > bounds[:-1]))
-        if starts.size == 0:
-            return starts
-        return np.concatenate([order[bounds[b]:bounds[b + 1]] for b in starts])
-
     def _scan(self, dfa: ByteDFA) -> tuple[np.ndarray | None, CrossingSet | None]:
         owner = self._owner
-        idx = self._starting(dfa.transitions[START] != 0)
-        if idx.size == 0:
-            return None, None
-        toks, offs = self.toks[idx], self.offs[idx]
-        live_end, si, sp = scan_tokens_compiled(dfa, START, toks, offs, owner.byte_matrix, owner.lengths)
-        live = None
-        if live_end.any():
-            live = owner.token_set(toks[live_end])
-        child = None
-        if si.size:
-            ctoks, coffs = toks[si], sp
-            key = ctoks * owner.split_stride + coffs
-            _, first = np.unique(key, return_index=True)
-            child = owner.intern_set(ctoks[first], coffs[first])
+        toks, offs, by_first = self._grouped
+        live_toks, ctoks, coffs = scan_remainders(dfa, toks, offs, by_first, owner.byte_matrix, owner.lengths,
+                                                  owner.split_stride)
+        live = owner.token_set(live_toks) if live_toks.size else None
+        child = owner.intern_set(ctoks, coffs) if ctoks.size else None
         return live, child
 
 
@@ -138,11 +120,11 @@ class CrossingSets:
         self._lock = threading.Lock()
 
     def token_set(self, toks: np.ndarray) -> np.ndarray:
-        """Tokens ``toks`` (any order, repeats allowed) as a read-only set: their sorted
-        distinct ids (int32) while they are few (``<= nbytes // 16``), else a packed
-        bitset (uint8, the layout of `pack`).  Crossing scans mostly find a handful of
-        tokens: ids cost a few bytes where a packed mask costs ``size / 8``."""
-        ids = np.unique(toks).astype(np.int32, copy=False)
+        """Distinct sorted token ids as a read-only set: the ids (int32) while they are few
+        (``<= nbytes // 16``), else a packed bitset (uint8, the layout of `pack`).
+        Crossing scans mostly find a handful of tokens: ids cost a few bytes where a packed
+        mask costs ``size / 8``."""
+        ids = toks
         if ids.size > max(16, ((self.size + 31) // 32) * 4 // 16):
             ids = pack_token_ids(ids, self.size).view(np.uint8)
         ids.setflags(write=False)

@@ -10,9 +10,9 @@ state ``starts[i]``) `scan_tokens` reports:
   bytes ``token[split_pos:]`` must be read by whatever follows.
 
 `scan_tokens` is the reference (numpy, and Python for a few candidates);
-`scan_tokens_compiled` is the same scan as one compiled loop (numba), which the
-crossing walk uses: the array scan pays a dozen numpy calls per byte position
-whatever the number of candidates, the compiled loop nanoseconds per byte.
+`scan_remainders` is the crossing walk's scan as one compiled loop (numba): the array
+scan pays a dozen numpy calls per byte position whatever the number of candidates,
+the compiled loop nanoseconds per byte.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import functools
 
 import numpy as np
 
-from constrained.automata.byte_dfa import ByteDFA
+from constrained.automata.byte_dfa import START, ByteDFA
 
 SCALAR_CANDIDATES = 16   # up to this many candidates, byte by byte in Python beats whole-array steps
 
@@ -94,63 +94,82 @@ def _scan_few(dfa: ByteDFA, starts: np.ndarray | int, toks: np.ndarray, offs: np
     return live_end, np.array(split_i, np.int64), np.array(split_p, np.int64)
 
 
-def scan_tokens_compiled(dfa: ByteDFA, starts: np.ndarray | int, toks: np.ndarray, offs: np.ndarray,
-                         byte_matrix: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """`scan_tokens` as one compiled loop (numba: loaded on first use, and by
-    `constrained.warm_up`); the same results, the split points in candidate order.
+def scan_remainders(dfa: ByteDFA, toks: np.ndarray, offs: np.ndarray, by_first: np.ndarray, byte_matrix: np.ndarray,
+                    lengths: np.ndarray, stride: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The crossing walk's scan of a lexeme over candidate remainders, as one compiled loop
+    (numba: loaded on first use, and by `constrained.warm_up`).  The candidates ``(toks[i],
+    offs[i])`` are grouped by the first byte of their remainder, byte ``b``'s group being
+    ``by_first[b]:by_first[b + 1]``; the groups of the bytes the lexeme can start with are
+    read from the DFA's start state.  Returns ``(live, split_toks, split_offs)``: the
+    distinct tokens that stay inside the lexeme to their end (sorted int32), and the
+    distinct points where the lexeme may end strictly inside a remainder, sorted by
+    ``tok * stride + off``.  `scan_tokens` is the reference (the tests compare them).
 
     Example:
         >>> from constrained.automata.byte_dfa import compile_regex
         >>> from constrained import TokenVocabulary
-        >>> v = TokenVocabulary.from_token_bytes([b"ab", b"a,b", b"aa"], eos_ids=[])
-        >>> live, si, sp = scan_tokens_compiled(compile_regex("a,?"), 1, np.array([0, 1, 2]), np.array([0, 0, 1]),
-        ...                                     v.byte_matrix, v.lengths)
-        >>> live.tolist(), si.tolist(), sp.tolist()
-        ([False, False, True], [0, 1, 1], [1, 1, 2])
+        >>> v = TokenVocabulary.from_token_bytes([b"ab", b"a,b", b"aa", b"b"], eos_ids=[])
+        >>> toks, offs = np.array([0, 1, 2, 3]), np.array([0, 0, 1, 0])   # first bytes a, a, a, b
+        >>> by_first = np.searchsorted([97, 97, 97, 98], np.arange(257))
+        >>> live, st, so = scan_remainders(compile_regex("a,?"), toks, offs, by_first, v.byte_matrix, v.lengths, 4)
+        >>> live.tolist(), st.tolist(), so.tolist()
+        ([2], [0, 1, 1], [1, 1, 2])
     """
-    n = len(toks)
-    if np.ndim(starts) == 0:
-        first = np.full(n, int(starts), np.int32)
-    else:
-        first = np.asarray(starts, dtype=np.int32)
-    live_end, split_i, split_p = _compiled_scan()(
-        np.ascontiguousarray(dfa.transitions, dtype=np.int32), dfa.accepting.view(np.uint8), first,
-        np.array(toks, dtype=np.int64), np.array(offs, dtype=np.int64), byte_matrix,
-        np.asarray(lengths, dtype=np.int32))   # (own copies of the candidates: one set of argument types)
-    return live_end.view(bool), split_i, split_p
+    return _compiled_remainders()(
+        np.ascontiguousarray(dfa.transitions, dtype=np.int32), dfa.accepting.view(np.uint8),
+        _read_only(toks, np.int64), _read_only(offs, np.int64), _read_only(by_first, np.int64),
+        byte_matrix, np.asarray(lengths, dtype=np.int32), np.int64(stride))
+
+
+def _read_only(a: np.ndarray, dtype) -> np.ndarray:
+    """``a`` as a contiguous read-only array of ``dtype`` (itself when it is one already: the
+    crossing sets keep theirs so), so that the compiled loop sees one set of argument types."""
+    if a.dtype == dtype and a.flags.c_contiguous and not a.flags.writeable:
+        return a
+    out = np.array(a, dtype=dtype)
+    out.setflags(write=False)
+    return out
 
 
 @functools.cache
-def _compiled_scan():
+def _compiled_remainders():
     import numba
 
-    return numba.njit(cache=True, nogil=True)(_scan_loop)
+    return numba.njit(cache=True, nogil=True)(_remainders_loop)
 
 
-def _scan_loop(table, accepting, starts, toks, offs, byte_matrix, lengths):  # pragma: no cover
+def _remainders_loop(table, accepting, toks, offs, by_first, byte_matrix, lengths, stride):  # pragma: no cover
     # (compiled: tests compare it with `scan_tokens`)
-    n = toks.size
+    n = 0
     room = 0                                    # split points: at most one per byte read
-    for i in range(n):
-        room += lengths[toks[i]] - offs[i]
-    live_end = np.zeros(n, np.uint8)
-    split_i = np.empty(room, np.int64)
-    split_p = np.empty(room, np.int64)
+    for b in range(256):
+        if table[START, b] != 0:
+            for i in range(by_first[b], by_first[b + 1]):
+                n += 1
+                room += lengths[toks[i]] - offs[i]
+    live = np.empty(n, np.int32)
+    n_live = 0
+    keys = np.empty(room, np.int64)
     m = 0
-    for i in range(n):
-        tok = toks[i]
-        last = lengths[tok]
-        q = starts[i]
-        pos = offs[i]
-        while pos < last:
-            q = table[q, byte_matrix[tok, pos]]
-            if q == 0:
-                break
-            pos += 1
-            if pos < last and accepting[q]:
-                split_i[m] = i
-                split_p[m] = pos
-                m += 1
-        if pos == last and q != 0:
-            live_end[i] = 1
-    return live_end, split_i[:m].copy(), split_p[:m].copy()
+    for b in range(256):
+        if table[START, b] == 0:
+            continue
+        for i in range(by_first[b], by_first[b + 1]):
+            tok = toks[i]
+            last = lengths[tok]
+            q = START
+            pos = offs[i]
+            while pos < last:
+                q = table[q, byte_matrix[tok, pos]]
+                if q == 0:
+                    break
+                pos += 1
+                if pos < last and accepting[q]:
+                    keys[m] = tok * stride + pos
+                    m += 1
+            if pos == last and q != 0:
+                live[n_live] = tok
+                n_live += 1
+    live = np.unique(live[:n_live])
+    keys = np.unique(keys[:m])
+    return live.astype(np.int32), keys // stride, keys % stride
