@@ -306,6 +306,9 @@ class Recognizer:
         hit = self._crossing_memo.get(key, _MISSING)
         if hit is not _MISSING and hit is not _NEEDS_CONTEXT:
             return hit
+        if self.min_abstract_depth is None:     # no abstract node is tried: straight to the real one
+            out = self._crossing_memo[key] = self._crossing_bits_exact(node, cset)
+            return out
         return self._memoised(self._crossing_memo, key, node, lambda top: self.crossing_bits(top, cset),
                               lambda: self._crossing_bits_exact(node, cset))
 
@@ -419,6 +422,9 @@ class Recognizer:
         if hit is not None and hit is not _NEEDS_CONTEXT:
             return hit
         node, lex, q = cfg
+        if self.min_abstract_depth is None:     # no abstract node is tried: straight to the real one
+            out = self._cfg_mask_memo[cfg] = self._cfg_mask_exact(node, lex, q)
+            return out
         return self._memoised(self._cfg_mask_memo, cfg, node, lambda top: self._cfg_mask((top, lex, q)),
                               lambda: self._cfg_mask_exact(node, lex, q))
 
