@@ -9,6 +9,9 @@ library itself:
   scan (`constrained.engine.token_scan`) and the OR of token ids into masks
   (`constrained.masks`); numba loads their machine code from the on-disk cache, or
   compiles it the first time on a machine;
+* the token tables of the string bodies every JSON Schema grammar reads (any JSON
+  string, a string of Unicode scalar values, a line of them): ~5 ms each on a 128k
+  vocabulary, paid by the first request whose string reaches one;
 * the token classes the JSON value checks read (`constrained.json_schema.value_checks`),
   and their format checker (`constrained.json_schema.validation.format_checker`: ~0.2 s
   of regexes, paid by the first schema whose values a format check reads);
@@ -25,7 +28,7 @@ Example:
     >>> vocab = TokenVocabulary.from_token_bytes([b"a", b"1", b'"', b"{", b"}", b":", b",", b""], eos_ids=[7])
     >>> report = warm_up(vocab, formats=("date",))
     >>> sorted(report)
-    ['formats', 'trie', 'value checks']
+    ['formats', 'string bodies', 'trie', 'value checks']
 """
 
 from __future__ import annotations
@@ -42,19 +45,25 @@ from constrained.errors import ConstrainedError
 _DEFAULT: Any = object()      # compile_grammar's default token-table cache directory
 
 _CHECKED_SCHEMA = {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}
+# the string forms the JSON Schema compiler emits whatever the schema: any JSON string, a
+# string of Unicode scalar values (a length bound, a format, a pattern's dotall `.`) and a
+# line of them (a pattern's `.`); states of other strings share their body's table by
+# residual language (`constrained.engine.token_tables`)
+_STRINGS_SCHEMA = {"type": "array", "items": {"anyOf": [{"type": "string"}, {"type": "string", "minLength": 1},
+                                                        {"type": "string", "pattern": "^.*$"}]}}
 
 
 def warm_up(vocab, *, formats: bool | Iterable[str] = True,
             cache_dir: Any = _DEFAULT) -> dict[str, float]:
     """Build the vocabulary's shared structures and the format automata now; returns the
-    seconds each part took (``trie``, ``value checks``, ``formats``).
+    seconds each part took (``trie``, ``value checks``, ``string bodies``, ``formats``).
 
     ``formats``: True for every built-in format, False for none, or the names to build.
     ``cache_dir``: the token-table cache directory later compiles use (`compile_grammar`'s
     ``cache_dir``, and its default when not given; the trie is shared whatever it is).  Formats too large for one automaton
     (``email``) are left to validation by the compiler either way; building them here only
     settles that once."""
-    from constrained.automata.byte_dfa import START, compile_regex
+    from constrained.automata.byte_dfa import START, compile_regex, compile_terminal
     from constrained.automata.json_words import json_string_except_regex
     from constrained.engine.compiled import compile_grammar
     from constrained.engine.token_tables import TokenTables, default_cache_dir
@@ -80,6 +89,13 @@ def warm_up(vocab, *, formats: bool | Iterable[str] = True,
     matcher.mask()                                          # value checks' token classes for the vocabulary
     format_checker()                                        # the value checks' format regexes (~0.2 s)
     report["value checks"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    for t in Grammar.from_json_schema(_STRINGS_SCHEMA).terminals:
+        if t.regex.startswith('"'):                         # a string body's table: a third of the trie
+            dfa = compile_terminal(t.regex, t.also, t.excluding)
+            tables.get(dfa, dfa.step(dfa.step(START, ord('"')), ord("a")))
+    report["string bodies"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
     for name in _format_names(formats):

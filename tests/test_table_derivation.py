@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from constrained.automata.byte_dfa import compile_terminal
+from constrained.automata.byte_dfa import START, compile_terminal
 from constrained.engine.table_derivation import MAX_DIFFERING_BYTES, derive_table, reference_state
 from constrained.engine.token_tables import SHARE_MIN_LIVE_BYTES, TokenTables
 from constrained.json_schema.json_string import json_string_regex
@@ -108,11 +108,33 @@ def test_warm_up_builds_the_format_automata_later_compiles_reuse(llama3_vocab) -
     from constrained.automata import byte_dfa
 
     report = warm_up(llama3_vocab, formats=("hostname", "date"))
-    assert set(report) == {"trie", "value checks", "formats"}
+    assert set(report) == {"trie", "value checks", "string bodies", "formats"}
     misses = byte_dfa._compile_terminal.cache_info().misses
     for name in ("hostname", "date"):
         Grammar.from_json_schema({"type": "string", "format": name})
     assert byte_dfa._compile_terminal.cache_info().misses == misses      # built by warm_up, not again
+
+
+def test_warm_up_builds_the_string_bodies_later_strings_share(llama3_vocab, monkeypatch) -> None:
+    # a pattern's string reaches the body of a line of code points after its prefix, and a
+    # minLength string the body of code points: both tables come from warm_up, not a scan
+    from constrained import Grammar, warm_up
+    from constrained.engine.token_tables import default_cache_dir
+
+    warm_up(llama3_vocab, formats=False)
+    tables = TokenTables.for_vocabulary(llama3_vocab, default_cache_dir())
+    scans: list[int] = []
+    scan = tables._scan_table
+    monkeypatch.setattr(tables, "_scan_table", lambda d, q: (scans.append(q), scan(d, q))[1])
+    for schema in ({"type": "string", "pattern": "^zq.*$"}, {"type": "string", "minLength": 2}):
+        (t,) = [t for t in Grammar.from_json_schema(schema).terminals if t.regex.startswith('"')]
+        dfa = compile_terminal(t.regex, t.also, t.excluding)
+        q = START
+        for b in b'"zq':
+            q = dfa.step(q, b)
+        assert np.count_nonzero(dfa.transitions[q]) > 1000 // 8      # a body state: most bytes go on
+        tables.get(dfa, q)
+    assert scans == []
 
 
 def test_a_key_excluding_many_names_derives_the_state_after_its_quote(llama3_vocab) -> None:
