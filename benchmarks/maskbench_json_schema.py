@@ -51,7 +51,7 @@ def side_by_side(argv: list[str]) -> None:
     records = list(read_maskbench(a.data))[::a.every][:a.limit]
     from constrained import warm_up
 
-    warm_up(vocab)                                  # as the protocol's workers do, and a server at start
+    warm_up(vocab, cache_dir=None)                  # as the protocol's workers do, and a server at start
     for schema, inst in sb.WARMUP:
         toks = [int(t) for t in vocab.encode(json.dumps(inst))]
         m = ours.compile(schema)

@@ -529,7 +529,7 @@ def run(batch_sizes: Sequence[int] = (1, 16, 64), batches: int = 2, seed: int = 
             if "ours" in objs:
                 from constrained import warm_up
 
-                warm_up(vocab)
+                warm_up(vocab, cache_dir=None)      # the token tables OurEngine's compiles read
             for schema, inst in WARMUP:
                 toks = [int(t) for t in vocab.encode(json.dumps(inst))]
                 for eng in objs.values():
