@@ -186,9 +186,13 @@ class Recognizer:
         hit = self._byte_memo.get(key)
         if hit is not None:
             return hit
-        out: set[Config] = set()
-        for cfg in self._states[sid]:
-            out.update(self._cfg_step(cfg, b))
+        configs = self._states[sid]
+        if len(configs) == 1:
+            out = set(self._cfg_step(configs[0], b))
+        else:
+            out = set()
+            for cfg in configs:
+                out.update(self._cfg_step(cfg, b))
         result = self.intern(self._merge_splits(out))
         self._byte_memo[key] = result
         return result
@@ -201,6 +205,8 @@ class Recognizer:
         per (lexeme, DFA state) besides the root's: different splits of the text
         into terminals then cost one parser node per position, not one per split.
         """
+        if len(configs) <= 1:
+            return tuple(configs)
         root = self.parser.root
         groups: dict[tuple[int, int], list[int]] = {}
         for node, lex, q in configs:
