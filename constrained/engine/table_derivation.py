@@ -92,13 +92,7 @@ def derive_table(tables: TokenTables, dfa: ByteDFA, state: int, ref: int) -> Sta
 
     differing = np.flatnonzero(dfa.transitions[state] != dfa.transitions[ref])
     base = tables.get(dfa, ref)
-    ids, inside, cross_toks, cross_pos = walk_derived_table(
+    return StateTokenTable.of_walk(walk_derived_table(
         FlatTrie.of(tables.trie), dfa, state, ref, differing, base.inside, base.cross_toks, base.cross_pos,
-        tables.size, tables.sparse_max)
-    for a in (ids, inside, cross_toks, cross_pos):
-        if a is not None:
-            a.setflags(write=False)
-    if inside is not None:
-        return StateTokenTable(inside, cross_toks, cross_pos)
-    return StateTokenTable(None, cross_toks, cross_pos, ids, tables.size)
+        tables.size, tables.sparse_max), tables.size)
 

@@ -75,6 +75,18 @@ class StateTokenTable:
         self.cross_pos = cross_pos       # byte offset of the split point (int32)
         self._size = size
 
+    @staticmethod
+    def of_walk(walked: tuple, size: int) -> StateTokenTable:
+        """The table of a compiled walk's result ``(inside_ids, inside, cross_toks, cross_pos)``
+        (`constrained.engine.trie_walk.walk_table`; one of ``inside_ids`` and ``inside`` is None)."""
+        ids, inside, cross_toks, cross_pos = walked
+        for a in (ids, inside, cross_toks, cross_pos):
+            if a is not None:
+                a.setflags(write=False)
+        if inside is not None:
+            return StateTokenTable(inside, cross_toks, cross_pos)
+        return StateTokenTable(None, cross_toks, cross_pos, ids, size)
+
     @property
     def inside(self) -> np.ndarray:
         if self._inside is None:
@@ -239,14 +251,8 @@ class TokenTables:
     def _scan_table(self, dfa: ByteDFA, state: int) -> StateTokenTable:
         """The table of ``state`` by a scan of the vocabulary's trie from it (one compiled
         call: `constrained.engine.trie_walk.walk_table`)."""
-        ids, inside, cross_toks, cross_pos = walk_table(FlatTrie.of(self.trie), dfa, state, self.size,
-                                                        self.sparse_max)
-        for a in (ids, inside, cross_toks, cross_pos):
-            if a is not None:
-                a.setflags(write=False)
-        if inside is not None:
-            return StateTokenTable(inside, cross_toks, cross_pos)
-        return StateTokenTable(None, cross_toks, cross_pos, ids, self.size)
+        return StateTokenTable.of_walk(walk_table(FlatTrie.of(self.trie), dfa, state, self.size, self.sparse_max),
+                                       self.size)
 
     # ------------------------------------------------------------------ disk
     def _path(self, dfa: ByteDFA) -> Path | None:

@@ -166,8 +166,8 @@ def _compiled_walk():
     """`_walk` compiled (numba imported and its helper compiled first: `_walk` calls it by name)."""
     import numba
 
-    global _grow
-    _grow = numba.njit(cache=True, nogil=True)(_grow_python)
+    global _push_split
+    _push_split = numba.njit(cache=True, nogil=True)(_push_split_python)
     return numba.njit(cache=True, nogil=True)(_walk)
 
 
@@ -222,7 +222,7 @@ def _table_walk(byte, lo, hi, nend, child_lo, child_hi, first, order, table, acc
     for i in range(n_inside):
         t = order[inside_pos[i]]
         packed[t >> 3] |= np.uint8(1 << (t & 7))
-    keys = _crossing_keys(order, packed, split_lo, split_hi, split_depth, n_split, np.empty(0, np.int64), size)
+    keys = _crossing_keys(order, packed, split_lo, split_hi, split_depth, n_split, size)
     return _table_parts(order, inside_pos, n_inside, packed, keys, size, sparse_max)
 
 
@@ -236,9 +236,7 @@ def _derived_walk(byte, lo, hi, nend, child_lo, child_hi, first, order, table, a
     steps = table.ravel()
     packed = base_inside.copy()
     redo = np.zeros(packed.size, np.uint8)
-    split_lo = np.empty(64, np.int32)
-    split_hi = np.empty(64, np.int32)
-    split_depth = np.empty(64, np.int32)
+    split = np.empty((3, 64), np.int32)      # split ranges: first and past-last token, depth
     n_split = 0
     n_cur = 0
     for k in range(differing.size):
@@ -269,13 +267,7 @@ def _derived_walk(byte, lo, hi, nend, child_lo, child_hi, first, order, table, a
                 packed[t >> 3] |= np.uint8(1 << (t & 7))
                 redo[t >> 3] |= np.uint8(1 << (t & 7))
             if accepting[q] and start + ends < hi[node]:
-                if n_split == split_lo.size:
-                    split_lo = _grow(split_lo)
-                    split_hi = _grow(split_hi)
-                    split_depth = _grow(split_depth)
-                split_lo[n_split] = start + ends
-                split_hi[n_split] = hi[node]
-                split_depth[n_split] = depth
+                split = _push_split(split, n_split, start + ends, hi[node], depth)
                 n_split += 1
             base = q * 256
             for c in range(child_lo[node], child_hi[node]):
@@ -303,7 +295,7 @@ def _derived_walk(byte, lo, hi, nend, child_lo, child_hi, first, order, table, a
     # those it decided (a split range also covers tokens in subtrees left to the reference)
     total = base_cross_toks.size
     for j in range(n_split):
-        total += split_hi[j] - split_lo[j]
+        total += split[1, j] - split[0, j]
     keys = np.empty(total, np.int64)
     m = 0
     for j in range(base_cross_toks.size):
@@ -312,10 +304,10 @@ def _derived_walk(byte, lo, hi, nend, child_lo, child_hi, first, order, table, a
             keys[m] = base_cross_pos[j] * size + t
             m += 1
     for j in range(n_split):
-        for p in range(split_lo[j], split_hi[j]):
+        for p in range(split[0, j], split[1, j]):
             t = order[p]
             if (redo[t >> 3] >> (t & 7)) & 1 and not (packed[t >> 3] >> (t & 7)) & 1:
-                keys[m] = split_depth[j] * size + t
+                keys[m] = split[2, j] * size + t
                 m += 1
     keys = np.sort(keys[:m])
     n = 0
@@ -345,15 +337,14 @@ def _set_dead(order, lo, hi, packed, redo):  # pragma: no cover
         redo[t >> 3] |= np.uint8(1 << (t & 7))
 
 
-def _crossing_keys(order, packed, split_lo, split_hi, split_depth, n_split, kept, size):  # pragma: no cover
+def _crossing_keys(order, packed, split_lo, split_hi, split_depth, n_split, size):  # pragma: no cover
     """Sorted ``position * size + token`` of the walk's split points of tokens not inside
-    ``packed``, with ``kept`` (keys already known) among them."""
-    total = kept.size
+    ``packed``."""
+    total = 0
     for j in range(n_split):
         total += split_hi[j] - split_lo[j]
     keys = np.empty(total, np.int64)
-    keys[:kept.size] = kept
-    m = kept.size
+    m = 0
     for j in range(n_split):
         for k in range(split_lo[j], split_hi[j]):
             t = order[k]
@@ -394,9 +385,7 @@ def _walk(byte, lo, hi, nend, child_lo, child_hi, first, starts, table, acceptin
             cur_state[n_cur] = table[state, b]
             n_cur += 1
     n_inside = 0
-    split_lo = np.empty(64, np.int32)
-    split_hi = np.empty(64, np.int32)
-    split_depth = np.empty(64, np.int32)
+    split = np.empty((3, 64), np.int32)      # split ranges: first and past-last token, depth
     n_split = 0
     depth = 1
     while n_cur > 0:
@@ -410,13 +399,7 @@ def _walk(byte, lo, hi, nend, child_lo, child_hi, first, starts, table, acceptin
                 inside_pos[n_inside] = start + j
                 n_inside += 1
             if accepting[q] and start + ends < hi[node]:    # the lexeme may end after `depth` bytes
-                if n_split == split_lo.size:
-                    split_lo = _grow(split_lo)
-                    split_hi = _grow(split_hi)
-                    split_depth = _grow(split_depth)
-                split_lo[n_split] = start + ends
-                split_hi[n_split] = hi[node]
-                split_depth[n_split] = depth
+                split = _push_split(split, n_split, start + ends, hi[node], depth)
                 n_split += 1
             base = q * 256
             for c in range(child_lo[node], child_hi[node]):
@@ -429,14 +412,21 @@ def _walk(byte, lo, hi, nend, child_lo, child_hi, first, starts, table, acceptin
         cur_state, nxt_state = nxt_state, cur_state
         n_cur = n_nxt
         depth += 1
-    return n_inside, split_lo, split_hi, split_depth, n_split
+    return n_inside, split[0], split[1], split[2], n_split
 
 
-def _grow_python(a):  # pragma: no cover
-    out = np.empty(a.size * 2, a.dtype)
-    out[:a.size] = a
-    return out
+def _push_split_python(split, n, first, past, depth):  # pragma: no cover
+    """``split`` (3 rows: a range's first token, past-last token, depth) with entry ``n``
+    set, doubled first when full."""
+    if n == split.shape[1]:
+        grown = np.empty((3, 2 * n), np.int32)
+        grown[:, :n] = split
+        split = grown
+    split[0, n] = first
+    split[1, n] = past
+    split[2, n] = depth
+    return split
 
 
-_grow = _grow_python      # replaced by its compiled version in `_compiled_walk`
+_push_split = _push_split_python   # replaced by its compiled version in `_compiled_walk`
 _walk_compiled = _walk    # replaced by its compiled version in `_compiled_table_walk`
