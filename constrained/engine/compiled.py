@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from constrained.automata.byte_dfa import DEFAULT_MAX_STATES, ByteDFA, compile_terminal
+from constrained.automata.byte_dfa import DEFAULT_MAX_STATES, START, ByteDFA, compile_terminal
 from constrained.deadline import DEFAULT_COMPILE_TIMEOUT, check_deadline, compile_deadline
 from constrained.engine.earley import EarleyParser, ParserTables
 from constrained.engine.recognizer import DEFAULT_MASK_MEMORY, Recognizer
@@ -178,6 +178,8 @@ def _terminal_dfa(t: TerminalDef, max_dfa_states: int, source: str | None) -> By
     """A terminal's automaton; a terminal matching the empty string or nothing is refused."""
     check_deadline(terminal=t.name)
     dfa = compile_terminal(t.regex, t.also, t.excluding, terminal=t.name, max_states=max_dfa_states)
+    if not dfa.accepting[START] and dfa.accepting.any():
+        return dfa                        # the common case: nothing to refuse
     shown = (f"/{t.regex}/" + "".join(f" and /{r}/" for r in t.also)
              + "".join(f" but not /{r}/" for r in t.excluding))
     if dfa.matches_empty():
