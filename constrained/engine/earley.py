@@ -39,6 +39,7 @@ SELF = -1  # origin of items predicted in the node itself
 CUT = -2   # origin below the context an abstract node keeps (see EarleyParser.abstract)
 MAX_COMPLETION_DEPTH = 64  # nested memoised completions before they are done in place
 DEADLINE_EVERY = 4096      # rules numbered / items closed between two checks of the compile deadline
+MAX_PENDING_CLOSURES = 1024  # look-ahead closures kept for the nodes they may become (then dropped)
 
 
 class NeedsContext(Exception):
@@ -197,6 +198,9 @@ class EarleyParser:
         self._completion_pending: dict[int, dict[int, tuple]] = {}
         self._prediction_memo: dict[int, tuple[int, ...]] = {}
         self._terminals_after: dict[int, tuple[int, ...]] = {}
+        # closures `terminals_after` walked for kernels not interned yet, taken by `_close`
+        # when the node is made (about half of those look aheads are followed by the node)
+        self._closures: dict[tuple[int, ...], tuple] = {}
         self.root = self._intern(("root",), [self.item(r, 0, SELF) for r in tables.rules_by_lhs[tables.start]])
         self._union_memo: dict[tuple[int, ...], int] = {}
         self._abstract_memo: dict[tuple[int, int], int] = {}
@@ -293,7 +297,11 @@ class EarleyParser:
         if known is not None:
             return self._nodes[known].terminals
         with self._lock:        # the completions it borrows are memoised as `_intern`'s are
-            pending, parts, _, _ = self._closure(-1, kernel)
+            closure = self._closure(-1, kernel)
+            if len(self._closures) >= MAX_PENDING_CLOSURES:
+                self._closures.clear()
+            self._closures[kernel] = closure
+        pending, parts, _, _ = closure
         symbols = set(pending)
         for part in parts:
             symbols.update(part)
@@ -430,10 +438,11 @@ class EarleyParser:
         return hit
 
     def _close(self, node_id: int, kernel_items) -> ParserNode:
-        pending, parts, accepting, origins = self._closure(node_id, kernel_items)
+        kernel = kernel_items if isinstance(kernel_items, tuple) else _kernel(kernel_items)
+        walked = self._closures.pop(kernel, None) if node_id else None    # (the root's closure accepts)
+        pending, parts, accepting, origins = walked if walked is not None else self._closure(node_id, kernel_items)
         nodes = self._nodes
         abstract = any(f == 0 or (f >= 2 and nodes[f - 2].abstract) for f in origins)
-        kernel = kernel_items if isinstance(kernel_items, tuple) else _kernel(kernel_items)
         depth = 1 + max((nodes[f - 2].depth for f in origins if f >= 2), default=0) if node_id else 0
         return ParserNode(node_id, kernel, _union(pending, parts), self._nterm, accepting, abstract, depth)
 
