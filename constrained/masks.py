@@ -98,12 +98,27 @@ def set_token_bits(row: np.ndarray, ids, allowed: bool = True) -> None:
         [1, 0]
     """
     words = row.view(np.uint32)
-    for t in ids:
-        bit = np.uint32(1 << (int(t) & 31))
-        if allowed:
-            words[int(t) >> 5] |= bit
-        else:
-            words[int(t) >> 5] &= ~bit
+    if not isinstance(ids, np.ndarray):
+        ids = list(ids)
+        if len(ids) <= 8:                    # a few (end-of-sequence ids): one word each
+            for t in ids:
+                bit = np.uint32(1 << (int(t) & 31))
+                if allowed:
+                    words[int(t) >> 5] |= bit
+                else:
+                    words[int(t) >> 5] &= ~bit
+            return
+    ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+    if ids.size == 0:
+        return
+    if ids.min() < 0 or ids.max() >= words.size * 32:
+        raise IndexError(f"token ids {int(ids.min())}..{int(ids.max())} outside a mask of {words.size * 32} bits")
+    bits = np.zeros(words.size * 4, np.uint8)
+    or_token_bits(bits, ids)                     # one compiled pass, not one numpy call per id
+    if allowed:
+        words |= bits.view(np.uint32)
+    else:
+        words &= ~bits.view(np.uint32)
 
 
 def unpack_mask(mask: np.ndarray, vocab_size: int) -> np.ndarray:

@@ -145,3 +145,26 @@ def test_objects_closed_without_a_required_key_agree_with_jsonschema(schema) -> 
                  '{"o":{"y":1,"x":2}}', '{"a":1,"b":2,"o":{"x":1,"y":2}}'):
         expected = validator.is_valid(json.loads(text))
         assert cg.accepts_bytes(text.encode()) == expected, (schema, text)
+
+
+_PIECES = ["a", "é", "😀", "\\n", "\\u00e9", "\\ud83d\\ude00", "\\ud83d", "\\u00", "\\", "ab", "\u2028"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=6), st.integers(25, 34), st.integers(0, 9),
+       st.lists(st.sampled_from(["a", "bc", "é", "😀", "x" * 7, "\\", '"', "\xa0b", "é"[:1]]), min_size=9, max_size=20))
+def test_refused_plain_tokens_under_max_length_equal_stepping_each(pieces, limit, slack, tokens) -> None:
+    # `refused` decides plain string content under a maxLength by counts; stepping every
+    # candidate through the checks is the reference (escapes, surrogate pairs and UTF-8
+    # sequences split between the text and the token included; bounds above 24 are checks)
+    checks = Grammar.from_json_schema({"type": "array", "items": {"type": "string", "maxLength": limit}}).checks
+    vocab = TokenVocabulary.from_token_bytes([t.encode() for t in tokens] + [b"\x80a", "é".encode()[1:] + b"z"])
+    text = b'["' + ("a" * (limit - slack) + "".join(pieces)).encode()     # near the bound
+    state = checks.start()
+    for i in range(len(text)):                 # byte by byte: the checks read any split
+        state = checks.step(state, text[:i], text[i:i + 1])
+        if state is None:
+            return                             # the text so far is already too long
+    ids = np.arange(len(vocab.token_bytes))
+    want = [t for t in ids.tolist() if checks.step(state, text, vocab.token_bytes[t]) is None]
+    assert sorted(checks.refused(state, text, ids, vocab)) == want

@@ -245,6 +245,8 @@ class _Profiles:
         self.opens: list[np.ndarray] = []
         self._longer: dict[int, np.ndarray] = {}
         self._unions: dict[tuple, np.ndarray] = {}
+        self._plain: np.ndarray | None = None
+        self._vocab = vocab
         self.lengths = lengths
         for start in (OUT, STR, ESC):
             mode = np.full(n, start, dtype=np.int8)
@@ -351,6 +353,25 @@ class _Profiles:
             if len(self._unions) > 1024:
                 self._unions.clear()
             hit = self._unions[key] = sel
+        return hit
+
+    @property
+    def plain_code_points(self) -> np.ndarray:
+        """Int32 per token id: the characters the token begins inside a JSON string when it
+        is plain string content (no quote, backslash or control character, and it does not
+        begin inside a UTF-8 sequence): its bytes but UTF-8 continuation bytes, a trailing
+        incomplete character counting as the one it begins (as `_code_points` counts); -1
+        for every other token.  Read by `JsonValueChecks.refused` (built on first use)."""
+        hit = self._plain
+        if hit is None:
+            mat, lengths = self._vocab.byte_matrix, self.lengths
+            real = np.arange(mat.shape[1])[None, :] < lengths[:, None]
+            special = ((mat == 0x22) | (mat == 0x5C) | (mat < 0x20)) & real
+            follow = (mat >= 0x80) & (mat < 0xC0) & real
+            hit = (real & ~follow).sum(axis=1).astype(np.int32)
+            hit[special.any(axis=1) | (follow[:, 0] if mat.shape[1] else False) | (lengths == 0)] = -1
+            hit.setflags(write=False)
+            self._plain = hit
         return hit
 
     def longer(self, room: int) -> np.ndarray:
@@ -844,6 +865,17 @@ class JsonValueChecks:
         tb = vocab.token_bytes
         verdicts: dict[bytes, bool] = {}
         out = []
+        sstart, limit = state[2], state[4]
+        if mode == STR and limit >= 0 and text is not None and sstart < len(text) and ids.size > 8:
+            # inside a string with a checked maxLength, a plain token can only make it too
+            # long: refused exactly where the characters so far and its own pass the bound
+            # (`step` reads it so: no quote or backslash to act on); the rest are stepped
+            so_far = _complete_code_points(bytes(text[sstart + 1:]))
+            if so_far is not None:
+                own = _profiles(vocab).plain_code_points[ids]
+                plain = own >= 0
+                out = ids[plain & (so_far + own > limit)].tolist()
+                ids = ids[~plain]
         for t in ids.tolist():
             data = tb[t]
             cls = _verdict_class(mode, data)
@@ -1015,6 +1047,36 @@ def _code_points(content: bytes) -> int:
         # the pending escape may be the low half of a surrogate pair begun by the last one
         return len(done) + (k > 0 and not (done and "\ud800" <= done[-1] <= "\udbff"))
     return 0  # pragma: no cover
+
+
+_COMPLETE_COUNTS: dict[bytes, int | None] = {}   # string content -> `_complete_code_points`
+MAX_COMPLETE_COUNTS = 4096
+
+
+def _complete_code_points(content: bytes) -> int | None:
+    """The characters of the JSON string content ``content`` when it ends on a character
+    boundary: then the characters of ``content`` followed by more content are these plus
+    the rest's own (`_code_points` of it).  None where its last character may go on (an
+    incomplete escape or UTF-8 sequence, a high surrogate a low one may pair with) or it is
+    not string content.  Memoised: every candidate token of a mask reads the same one.
+
+    >>> _complete_code_points(b"ab\\u00e9"), _complete_code_points(b"ab\\u00"), _complete_code_points(b"\\ud83d")
+    (3, None, None)
+    """
+    hit = _COMPLETE_COUNTS.get(content, _UNSET)
+    if hit is _UNSET:
+        try:
+            done = json.loads(b'"' + content + b'"')
+        except (ValueError, RecursionError):
+            done = None
+        hit = None if done is None or (done and "\ud800" <= done[-1] <= "\udbff") else len(done)
+        if len(_COMPLETE_COUNTS) >= MAX_COMPLETE_COUNTS:
+            _COMPLETE_COUNTS.clear()
+        _COMPLETE_COUNTS[content] = hit
+    return hit
+
+
+_UNSET = object()
 
 
 def _repeat_rests(state: tuple, frame: tuple, text) -> set[bytes] | None:
