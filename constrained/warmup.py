@@ -69,6 +69,7 @@ def warm_up(vocab, *, formats: bool | Iterable[str] = True,
     from constrained.engine.token_tables import TokenTables, default_cache_dir
     from constrained.grammar.ir import Grammar
     from constrained.json_schema.validation import format_checker
+    from constrained.json_schema.value_checks import vocabulary_profiles
     from constrained.masks import _compiled_or_bits
 
     report: dict[str, float] = {}
@@ -87,6 +88,7 @@ def warm_up(vocab, *, formats: bool | Iterable[str] = True,
     t0 = time.perf_counter()
     matcher = compile_grammar(Grammar.from_json_schema(_CHECKED_SCHEMA), vocab, cache_dir=directory).matcher()
     matcher.mask()                                          # value checks' token classes for the vocabulary
+    vocabulary_profiles(vocab).plain_code_points()          # ... and the characters of plain string tokens
     format_checker()                                        # the value checks' format regexes (~0.2 s)
     report["value checks"] = time.perf_counter() - t0
 

@@ -355,7 +355,6 @@ class _Profiles:
             hit = self._unions[key] = sel
         return hit
 
-    @property
     def plain_code_points(self) -> np.ndarray:
         """Int32 per token id: the characters the token begins inside a JSON string when it
         is plain string content (no quote, backslash or control character, and it does not
@@ -389,6 +388,12 @@ class _Profiles:
 @lru_cache(maxsize=8)
 def _profiles(vocab) -> _Profiles:
     return _Profiles(vocab)
+
+
+def vocabulary_profiles(vocab) -> _Profiles:
+    """The per-vocabulary token classes the checks read (built once per vocabulary;
+    `constrained.warm_up` builds them at start)."""
+    return _profiles(vocab)
 
 
 # ---------------------------------------------------------------------- the checks
@@ -872,7 +877,7 @@ class JsonValueChecks:
             # (`step` reads it so: no quote or backslash to act on); the rest are stepped
             so_far = _complete_code_points(bytes(text[sstart + 1:]))
             if so_far is not None:
-                own = _profiles(vocab).plain_code_points[ids]
+                own = _profiles(vocab).plain_code_points()[ids]
                 plain = own >= 0
                 out = ids[plain & (so_far + own > limit)].tolist()
                 ids = ids[~plain]
