@@ -43,9 +43,10 @@ class CrossingSet:
         self.offs = offs
         self._owner = owner
         self._first = owner.byte_matrix[toks, offs]     # each remainder's first byte
-        # the candidates grouped by first byte (``_by_first[b]:_by_first[b + 1]``), int64,
-        # contiguous and read-only: the compiled scan reads the groups of the bytes a lexeme
-        # starts with as they are, not every candidate of a large set
+        # (toks, offs, bounds): the candidates grouped by first byte, byte b's group being
+        # ``bounds[b]:bounds[b + 1]``; int64, contiguous and read-only: the compiled scan
+        # reads the groups of the bytes a lexeme starts with as they are, not every
+        # candidate of a large set
         order = np.argsort(self._first, kind="stable")
         self._grouped = (np.array(toks[order], dtype=np.int64), np.array(offs[order], dtype=np.int64),
                          np.concatenate([[0], np.cumsum(np.bincount(self._first, minlength=256))]).astype(np.int64))
