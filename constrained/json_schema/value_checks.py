@@ -1065,7 +1065,7 @@ def _complete_code_points(content: bytes) -> int | None:
     incomplete escape or UTF-8 sequence, a high surrogate a low one may pair with) or it is
     not string content.  Memoised: every candidate token of a mask reads the same one.
 
-    >>> _complete_code_points(b"ab\\u00e9"), _complete_code_points(b"ab\\u00"), _complete_code_points(b"\\ud83d")
+    >>> _complete_code_points(b"ab\\\\u00e9"), _complete_code_points(b"ab\\\\u00"), _complete_code_points(b"\\\\ud83d")
     (3, None, None)
     """
     hit = _COMPLETE_COUNTS.get(content, _UNSET)
