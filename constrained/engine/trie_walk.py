@@ -9,6 +9,11 @@ node costs nanoseconds; the level-by-level numpy walk it replaces paid a dozen
 array operations per level whatever the number of live nodes (hundreds of
 microseconds for a literal, milliseconds for a string body of a 128k vocabulary).
 
+Three walks share that loop: `walk` (the inside ids and split points, for
+`VocabTrie.scan_ids`), `walk_table` (the same walk made into a token table in the
+same call) and `walk_derived_table` (a state's table from a similar state's: the trie
+below the bytes where their rows differ, as far as their paths differ).
+
 numba is imported on the first walk, not with the package (it costs ~0.7 s to
 import), and compiles `_walk` then; the machine code is cached next to this module
 (``cache=True``), so only the first process on a machine compiles it.
@@ -116,8 +121,8 @@ def walk(flat: FlatTrie, dfa: ByteDFA, state: int,
 def walk_table(flat: FlatTrie, dfa: ByteDFA, state: int, size: int,
                sparse_max: int) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray, np.ndarray]:
     """One DFA state's token table from one compiled call: the walk of `walk` from every
-    live byte and what `TokenTables.table_of` makes of its result, ``(inside_ids,
-    inside, cross_toks, cross_pos)``: the inside tokens as sorted int32 ids when at most
+    live byte made into the parts of a `StateTokenTable` (`StateTokenTable.of_walk`),
+    ``(inside_ids, inside, cross_toks, cross_pos)``: the inside tokens as sorted int32 ids when at most
     ``sparse_max`` (``inside`` None), else as a packed bitset (``inside_ids`` None); the
     crossing points of the tokens not inside, sorted by position, then token.
 
