@@ -166,10 +166,12 @@ class Recognizer:
         node, lex, q = cfg
         out: list[Config] = []
         if lex == BOUNDARY:
+            lex_start = self._lex_start_mask
             for lx in self.start_lexemes(node):
-                q2 = int(self.transitions[lx][START, b])
-                if q2:
-                    out.append((node, lx, q2))
+                m = lex_start.get(lx)
+                if not ((self._lexeme_start_mask(lx) if m is None else m) >> b) & 1:
+                    continue            # (an int test where most lexemes cannot start with b)
+                out.append((node, lx, int(self.transitions[lx][START, b])))
         else:
             q2 = int(self.transitions[lex][q, b])
             if q2:
