@@ -6,8 +6,10 @@ import random
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 from constrained.engine.earley import CUT, SELF, EarleyParser, NeedsContext, ParserTables
+from constrained.errors import EmptyLanguageError
 from constrained.grammar.ir import Grammar
 
 GRAMMARS = Path(__file__).resolve().parents[1] / "grammars"
@@ -154,3 +156,48 @@ def test_terminals_after_equal_the_scanned_nodes_terminals(source):
                 if rng.random() < 0.2:
                     frontier.append(p.abstract(m, 2))
     assert asked > 20
+
+
+_SYMBOLS = ["a", "b", "c", '"x"', '"y"', '"z"']
+
+
+@st.composite
+def _random_grammars(draw) -> str:
+    """Small random CFGs: nullable, left- and right-recursive, cyclic rules."""
+    lines = ["start: " + " | ".join(" ".join(draw(st.lists(st.sampled_from(_SYMBOLS), max_size=3)))
+                                     for _ in range(draw(st.integers(1, 3))))]
+    for nt in "abc":
+        alts = [" ".join(draw(st.lists(st.sampled_from(_SYMBOLS), max_size=3))) for _ in range(draw(st.integers(1, 3)))]
+        lines.append(f"{nt}: " + " | ".join(alts))
+    return "\n".join(lines) + "\n"
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_random_grammars(), st.integers(0, 2**16))
+def test_terminals_after_equal_the_scanned_nodes_terminals_on_random_grammars(source, seed):
+    """The look-ahead walk (items, next symbols' first terminals, completions into
+    origins) against the node `scan` closes, on random grammars, abstract nodes too."""
+    try:
+        p = _parser(source)
+    except EmptyLanguageError:
+        assume(False)
+    rng = random.Random(seed)
+    frontier, visited = [p.root], set()
+    while frontier and len(visited) < 40:
+        n = frontier.pop(rng.randrange(len(frontier)))
+        if n in visited:
+            continue
+        visited.add(n)
+        for term in range(p.tables.num_terminals):
+            try:
+                ahead = p.terminals_after(n, term)
+            except NeedsContext:
+                with pytest.raises(NeedsContext):
+                    p.scan(n, term)
+                continue
+            m = p.scan(n, term)
+            assert ahead == (p.node(m).terminals if m >= 0 else ()), (source, n, term)
+            if m >= 0:
+                frontier.append(m)
+                if rng.random() < 0.3:
+                    frontier.append(p.abstract(m, 1))

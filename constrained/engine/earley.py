@@ -39,7 +39,6 @@ SELF = -1  # origin of items predicted in the node itself
 CUT = -2   # origin below the context an abstract node keeps (see EarleyParser.abstract)
 MAX_COMPLETION_DEPTH = 64  # nested memoised completions before they are done in place
 DEADLINE_EVERY = 4096      # rules numbered / items closed between two checks of the compile deadline
-MAX_PENDING_CLOSURES = 1024  # look-ahead closures kept for the nodes they may become (then dropped)
 
 
 class NeedsContext(Exception):
@@ -198,9 +197,8 @@ class EarleyParser:
         self._completion_pending: dict[int, dict[int, tuple]] = {}
         self._prediction_memo: dict[int, tuple[int, ...]] = {}
         self._terminals_after: dict[int, tuple[int, ...]] = {}
-        # closures `terminals_after` walked for kernels not interned yet, taken by `_close`
-        # when the node is made (about half of those look aheads are followed by the node)
-        self._closures: dict[tuple[int, ...], tuple] = {}
+        self._first_memo: dict[int, tuple[int, ...]] = {}
+        self._completion_terminals_memo: dict[int, tuple[int, ...]] = {}
         self.root = self._intern(("root",), [self.item(r, 0, SELF) for r in tables.rules_by_lhs[tables.start]])
         self._union_memo: dict[tuple[int, ...], int] = {}
         self._abstract_memo: dict[tuple[int, int], int] = {}
@@ -269,10 +267,14 @@ class EarleyParser:
 
         For a look ahead that usually ends here: the crossing walk asks whether any
         token remainder can go on after a lexeme, and in about half the cases none can,
-        so a whole node (its item dicts and its future key) would be built for nothing.
-        The closure is walked as `scan` would walk it, borrowing the same memoised
-        completions, and only its terminals are kept.  Raises `NeedsContext` where
-        `scan` would.
+        so neither the node nor its closure (item dicts, completions, predictions) is
+        built.  The items that read ``terminal`` are walked instead: each one's next
+        symbol (a nonterminal's first terminals, `first_terminals`), past nullable ones,
+        and at the end of a rule the items of its origin waiting for the rule's
+        left-hand side, each origin and symbol once.  That is the closure's set of
+        expected terminals: a closure predicts exactly the first terminals of what
+        follows the dots, and completes exactly into those origins.  Raises
+        `NeedsContext` where `scan` would (a completion into a cut origin).
 
         Example:
             >>> from constrained.grammar.ir import Grammar
@@ -292,21 +294,61 @@ class EarleyParser:
         items = self._nodes[node_id].pending.get(terminal) if terminal < self._nterm else None
         if not items:
             return ()
-        kernel = _kernel(self._advanced_into(items, node_id))
-        known = self._by_kernel.get(kernel)
-        if known is not None:
-            return self._nodes[known].terminals
-        with self._lock:        # the completions it borrows are memoised as `_intern`'s are
-            closure = self._closure(-1, kernel)
-            if len(self._closures) >= MAX_PENDING_CLOSURES:
-                self._closures.clear()
-            self._closures[kernel] = closure
-        pending, parts, _, _ = closure
-        symbols = set(pending)
-        for part in parts:
-            symbols.update(part)
-        nterm = self._nterm
-        hit = self._terminals_after[key] = tuple(sorted(x for x in symbols if x < nterm))
+        nterm, nsym, nullable = self._nterm, self._nsym, self.tables.nullable
+        shift, pmask, sym_at, lhs_at = self._shift, self._pmask, self._sym_at, self._lhs_at
+        found: set[int] = set()
+        firsts: set[int] = set()        # nonterminals whose first terminals are taken
+        completed: set[int] = set()     # (origin, lhs) keys completed
+        agenda = [(i + 1, node_id) for i in items]     # (advanced item, the node its SELF origin is)
+        while agenda:
+            item, here = agenda.pop()
+            p = item & pmask
+            x = sym_at[p]
+            if x < 0:                   # complete: into the items of the origin waiting for the lhs
+                field = item >> shift
+                if field == 0:
+                    raise NeedsContext
+                o = here if field == 1 else field - 2
+                k = o * nsym + lhs_at[p]
+                if k not in completed:
+                    completed.add(k)
+                    found.update(self._completion_terminals(o, lhs_at[p]))
+            elif x < nterm:
+                found.add(x)
+            else:
+                if x not in firsts:
+                    firsts.add(x)
+                    found.update(self.first_terminals(x))
+                if x in nullable:
+                    agenda.append((item + 1, here))
+        hit = self._terminals_after[key] = tuple(sorted(found))
+        return hit
+
+    def _completion_terminals(self, origin: int, lhs: int) -> tuple[int, ...]:
+        """The terminals the memoised `_completion` of ``(origin, lhs)`` expects: its items'
+        and its predictions' (memoised; the closures of the nodes made later borrow the
+        same completion)."""
+        key = origin * self._nsym + lhs
+        hit = self._completion_terminals_memo.get(key)
+        if hit is None:
+            with self._lock:
+                predicts, _, _ = self._completion(origin, lhs, 1)
+            nterm = self._nterm
+            found = {x for x in self._completion_pending[key] if x < nterm}
+            for x in predicts:
+                found.update(self.first_terminals(x))
+            hit = self._completion_terminals_memo[key] = tuple(found)
+        return hit
+
+    def first_terminals(self, nonterminal: int) -> tuple[int, ...]:
+        """The terminals a string of ``nonterminal`` can start with (memoised per grammar):
+        the terminals its prediction expects (`_predicted`)."""
+        hit = self._first_memo.get(nonterminal)
+        if hit is None:
+            with self._lock:            # `_predicted` fills its memos as closures do
+                own, nterm = self._own, self._nterm
+                hit = self._first_memo[nonterminal] = tuple(sorted(
+                    {k for y in self._predicted(nonterminal) for k in own[y][0] if k < nterm}))
         return hit
 
     def abstract(self, node_id: int, depth: int) -> int:
@@ -439,8 +481,7 @@ class EarleyParser:
 
     def _close(self, node_id: int, kernel_items) -> ParserNode:
         kernel = kernel_items if isinstance(kernel_items, tuple) else _kernel(kernel_items)
-        walked = self._closures.pop(kernel, None) if node_id else None    # (the root's closure accepts)
-        pending, parts, accepting, origins = walked if walked is not None else self._closure(node_id, kernel_items)
+        pending, parts, accepting, origins = self._closure(node_id, kernel_items)
         nodes = self._nodes
         abstract = any(f == 0 or (f >= 2 and nodes[f - 2].abstract) for f in origins)
         depth = 1 + max((nodes[f - 2].depth for f in origins if f >= 2), default=0) if node_id else 0
