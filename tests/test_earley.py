@@ -124,16 +124,15 @@ def test_memoised_closures_equal_the_textbook_closure(source):
         assert node.accepting == accepting, n
 
 
-@pytest.mark.parametrize("source", SOURCES, ids=["json", "arithmetic", "nullable", "chain", "cycles"])
-def test_terminals_after_equal_the_scanned_nodes_terminals(source):
-    """`terminals_after`, asked before the node exists (no node built), gives the
-    terminals of the node `scan` builds next, and raises `NeedsContext` where it does."""
-    p = _parser(source)
-    rng = random.Random(11)
+def _compare_terminals_after(p: EarleyParser, rng: random.Random, nodes: int, cut_share: float,
+                             cut_depth: int) -> int:
+    """Walk up to ``nodes`` random nodes (abstract ones too, a ``cut_share`` of the time)
+    and, for every terminal, check `terminals_after` before the node exists against the
+    node `scan` builds (`NeedsContext` where scan raises it); returns how many agreed."""
     frontier = [p.root]
     visited = set()
     asked = 0
-    while frontier and len(visited) < 300:
+    while frontier and len(visited) < nodes:
         n = frontier.pop(rng.randrange(len(frontier)))
         if n in visited:
             continue
@@ -153,9 +152,16 @@ def test_terminals_after_equal_the_scanned_nodes_terminals(source):
             asked += 1
             if m >= 0:
                 frontier.append(m)
-                if rng.random() < 0.2:
-                    frontier.append(p.abstract(m, 2))
-    assert asked > 20
+                if rng.random() < cut_share:
+                    frontier.append(p.abstract(m, cut_depth))
+    return asked
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=["json", "arithmetic", "nullable", "chain", "cycles"])
+def test_terminals_after_equal_the_scanned_nodes_terminals(source):
+    """`terminals_after`, asked before the node exists (no node built), gives the
+    terminals of the node `scan` builds next, and raises `NeedsContext` where it does."""
+    assert _compare_terminals_after(_parser(source), random.Random(11), 300, 0.2, 2) > 20
 
 
 _SYMBOLS = ["a", "b", "c", '"x"', '"y"', '"z"']
@@ -181,23 +187,4 @@ def test_terminals_after_equal_the_scanned_nodes_terminals_on_random_grammars(so
         p = _parser(source)
     except EmptyLanguageError:
         assume(False)
-    rng = random.Random(seed)
-    frontier, visited = [p.root], set()
-    while frontier and len(visited) < 40:
-        n = frontier.pop(rng.randrange(len(frontier)))
-        if n in visited:
-            continue
-        visited.add(n)
-        for term in range(p.tables.num_terminals):
-            try:
-                ahead = p.terminals_after(n, term)
-            except NeedsContext:
-                with pytest.raises(NeedsContext):
-                    p.scan(n, term)
-                continue
-            m = p.scan(n, term)
-            assert ahead == (p.node(m).terminals if m >= 0 else ()), (source, n, term)
-            if m >= 0:
-                frontier.append(m)
-                if rng.random() < 0.3:
-                    frontier.append(p.abstract(m, 1))
+    _compare_terminals_after(p, random.Random(seed), 40, 0.3, 1)
