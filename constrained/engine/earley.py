@@ -342,7 +342,14 @@ class EarleyParser:
 
     def first_terminals(self, nonterminal: int) -> tuple[int, ...]:
         """The terminals a string of ``nonterminal`` can start with (memoised per grammar):
-        the terminals its prediction expects (`_predicted`)."""
+        the terminals its prediction expects (`_predicted`).
+
+        Example:
+            >>> from constrained.grammar.ir import Grammar
+            >>> p = EarleyParser(ParserTables.from_grammar(Grammar.from_lark('start: "b"? "c"')))
+            >>> [p.tables.terminal_names[t] for t in p.first_terminals(p.tables.start)]
+            ['B', 'C']
+        """
         hit = self._first_memo.get(nonterminal)
         if hit is None:
             with self._lock:            # `_predicted` fills its memos as closures do
