@@ -329,3 +329,30 @@ def test_shortest_completion_of_deep_nesting_is_fast() -> None:
     assert c == b"[]" + b"}]" * 150
     assert compiled.accepts_bytes(prefix.encode() + c)
     assert bfs_completion(compiled.recognizer, m.state_id, max_states=2000) is None
+
+
+def test_a_compiled_grammar_lets_its_rule_objects_go_and_gives_an_equal_grammar_back() -> None:
+    """A compiled grammar holds its rules as plain tuples (objects the cyclic collector
+    stops tracking), so once the caller lets go of the grammar its `Rule` objects are
+    freed; `grammar` then rebuilds an equal grammar, and terminals built lazily after
+    that still compile (their builder holds the terminals, not the grammar)."""
+    import gc
+    import weakref
+
+    from constrained.grammar.ir import Rule, TerminalDef
+
+    def make() -> Grammar:
+        return Grammar(terminals=(TerminalDef("A", "a"), TerminalDef("B", "[0-9]+")),
+                       rules=(Rule("start", ("A", "n")), Rule("n", ("B",)), Rule("n", ())), start="start")
+
+    vocab = TokenVocabulary.from_token_bytes([b"a", b"1", b"a12", b"2", b""], eos_ids=[4])
+    g = make()
+    cg = compile_grammar(g, vocab, cache_dir=None, lazy_terminals=True)
+    assert cg.grammar is g                       # the same object while the caller holds it
+    gone_grammar, gone_rule = weakref.ref(g), weakref.ref(g.rules[0])
+    del g
+    gc.collect()
+    assert gone_grammar() is None and gone_rule() is None
+    assert cg.grammar == make() and cg.grammar.rules[1] == Rule("n", ("B",))
+    m = cg.matcher()                             # terminal automata built now, after the grammar went
+    assert m.advance_many([2, 3]) == 2 and m.is_accepting()

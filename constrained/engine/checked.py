@@ -69,7 +69,7 @@ class CheckedMatcher(Matcher):
     def __init__(self, compiled, *, _history=None, _tokens=None, _terminated: bool = False,
                  _cstates=None, _text: bytearray | None = None, _lens: list[int] | None = None) -> None:
         super().__init__(compiled, _history=_history, _tokens=_tokens, _terminated=_terminated)
-        self._checks = compiled.grammar.checks
+        self._checks = compiled.checks
         self._token_bytes = compiled.vocab.token_bytes
         self._cstates = _cstates if _cstates is not None else [self._checks.start()]
         self._text = _text if _text is not None else bytearray()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,7 @@ from constrained.engine.recognizer import DEFAULT_MASK_MEMORY, Recognizer
 from constrained.engine.terminal_automata import TerminalAutomata
 from constrained.engine.token_tables import TokenTables, default_cache_dir
 from constrained.errors import GrammarError, UnsupportedGrammarError
-from constrained.grammar.ir import JSON_SCHEMA_SOURCE, Grammar, TerminalDef
+from constrained.grammar.ir import JSON_SCHEMA_SOURCE, Grammar, Rule, TerminalDef
 
 _DEFAULT = object()
 
@@ -35,12 +36,32 @@ class CompiledGrammar:
     """
 
     def __init__(self, grammar: Grammar, vocab, recognizer: Recognizer, compile_seconds: float) -> None:
-        self.grammar = grammar
+        # The grammar is held weakly, its rules as plain tuples: a `Rule` is an object the
+        # cyclic garbage collector tracks for as long as it lives, and the rules of a batch
+        # of fresh schemas (~170 a schema) were a third of what every full collection
+        # walked while the batch stepped.  `grammar` gives the same grammar back (rebuilt
+        # from these parts once the caller has let go of it).
+        self._grammar = weakref.ref(grammar)
+        self._parts = (grammar.terminals, tuple((r.lhs, r.rhs) for r in grammar.rules), grammar.start,
+                       grammar.ignore, grammar.source)
+        self._checks = grammar.checks
         self.vocab = vocab
         self._recognizer = recognizer
         self.compile_seconds = compile_seconds
         self._eos_ids = tuple(int(t) for t in recognizer.eos_ids)
         self.eos_set: frozenset[int] = frozenset(self._eos_ids)
+
+    @property
+    def grammar(self) -> Grammar:
+        """The grammar compiled (equal to the one given; the same object while the caller
+        holds it)."""
+        g = self._grammar()
+        if g is None:
+            terminals, rules, start, ignore, source = self._parts
+            g = Grammar(terminals=terminals, rules=tuple(Rule(lhs, rhs) for lhs, rhs in rules), start=start,
+                        ignore=ignore, source=source, checks=self._checks)
+            self._grammar = weakref.ref(g)
+        return g
 
     @property
     def recognizer(self) -> Recognizer:
@@ -63,12 +84,12 @@ class CompiledGrammar:
     @property
     def checks(self):
         """The grammar's value-level checks (None for a pure grammar)."""
-        return self.grammar.checks
+        return self._checks
 
     def matcher(self):
         """A fresh `Matcher` at the start of the language (a `CheckedMatcher` when the
         grammar carries value-level checks)."""
-        if self.grammar.checks is not None:
+        if self._checks is not None:
             from constrained.engine.checked import CheckedMatcher
 
             return CheckedMatcher(self)
@@ -81,7 +102,7 @@ class CompiledGrammar:
         r = self._recognizer
         if not r.accepting(r.feed(r.initial, data)):
             return False
-        checks = self.grammar.checks
+        checks = self._checks
         if checks is None:
             return True
         state = checks.step(checks.start(), b"", bytes(data))
@@ -93,7 +114,7 @@ class CompiledGrammar:
         r = self._recognizer
         if r.feed(r.initial, data) == 0:
             return False
-        checks = self.grammar.checks
+        checks = self._checks
         return checks is None or checks.step(checks.start(), b"", bytes(data)) is not None
 
     def stats(self) -> dict[str, int]:
@@ -151,12 +172,13 @@ def compile_grammar(grammar: Grammar, vocab, *, cache_dir: str | Path | None = _
         names = list(tables.terminal_names) + list(grammar.ignore)
         cdir = default_cache_dir() if cache_dir is _DEFAULT else (None if cache_dir is None else Path(cache_dir))
         token_tables = TokenTables.for_vocabulary(vocab, cdir)
+        source = grammar.source                  # (the lazy builds hold the terminals, not the grammar)
 
         def build(i: int) -> ByteDFA | None:
             if i < tables.num_terminals and i not in used:
                 return None                       # no rule reads it: no state ever starts it
             with compile_deadline(timeout):       # a lazy build later: its own deadline
-                dfa = _terminal_dfa(term_of[names[i]], max_dfa_states, grammar.source)
+                dfa = _terminal_dfa(term_of[names[i]], max_dfa_states, source)
             if precompute:
                 token_tables.ensure(dfa)
             elif precompute is None:
