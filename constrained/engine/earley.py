@@ -270,8 +270,9 @@ class EarleyParser:
         so neither the node nor its closure (item dicts, completions, predictions) is
         built.  The items that read ``terminal`` are walked instead: each one's next
         symbol (a nonterminal's first terminals, `first_terminals`), past nullable ones,
-        and at the end of a rule the items of its origin waiting for the rule's
-        left-hand side, each origin and symbol once.  That is the closure's set of
+        and at the end of a rule the terminals of the memoised completion of its
+        left-hand side into its origin (`_completion`, which the closures of nodes made
+        later borrow anyway), each origin and symbol once.  That is the closure's set of
         expected terminals: a closure predicts exactly the first terminals of what
         follows the dots, and completes exactly into those origins.  Raises
         `NeedsContext` where `scan` would (a completion into a cut origin).
