@@ -332,9 +332,9 @@ def test_shortest_completion_of_deep_nesting_is_fast() -> None:
 
 
 def test_a_compiled_grammar_lets_its_rule_objects_go_and_gives_an_equal_grammar_back() -> None:
-    """A compiled grammar holds its rules as plain tuples (objects the cyclic collector
-    stops tracking), so once the caller lets go of the grammar its `Rule` objects are
-    freed; `grammar` then rebuilds an equal grammar, and terminals built lazily after
+    """A compiled grammar holds its rules and terminals as plain tuples (objects the cyclic
+    collector stops tracking), so once the caller lets go of the grammar its `Rule` and
+    `TerminalDef` objects are freed; `grammar` then rebuilds an equal grammar, and terminals built lazily after
     that still compile (their builder holds the terminals, not the grammar)."""
     import gc
     import weakref
@@ -349,10 +349,10 @@ def test_a_compiled_grammar_lets_its_rule_objects_go_and_gives_an_equal_grammar_
     g = make()
     cg = compile_grammar(g, vocab, cache_dir=None, lazy_terminals=True)
     assert cg.grammar is g                       # the same object while the caller holds it
-    gone_grammar, gone_rule = weakref.ref(g), weakref.ref(g.rules[0])
+    gone = [weakref.ref(g), weakref.ref(g.rules[0]), weakref.ref(g.terminals[1])]
     del g
     gc.collect()
-    assert gone_grammar() is None and gone_rule() is None
+    assert [ref() for ref in gone] == [None, None, None]
     assert cg.grammar == make() and cg.grammar.rules[1] == Rule("n", ("B",))
     m = cg.matcher()                             # terminal automata built now, after the grammar went
     assert m.advance_many([2, 3]) == 2 and m.is_accepting()

@@ -36,14 +36,14 @@ class CompiledGrammar:
     """
 
     def __init__(self, grammar: Grammar, vocab, recognizer: Recognizer, compile_seconds: float) -> None:
-        # The grammar is held weakly, its rules as plain tuples: a `Rule` is an object the
-        # cyclic garbage collector tracks for as long as it lives, and the rules of a batch
-        # of fresh schemas (~170 a schema) were a third of what every full collection
-        # walked while the batch stepped.  `grammar` gives the same grammar back (rebuilt
+        # The grammar is held weakly, its rules and terminals as plain tuples: a `Rule` or
+        # `TerminalDef` is an object the cyclic garbage collector tracks for as long as it
+        # lives, and those of a batch of fresh schemas (~200 a schema) were a third of what
+        # every full collection walked while the batch stepped.  `grammar` gives the same grammar back (rebuilt
         # from these parts once the caller has let go of it).
         self._grammar = weakref.ref(grammar)
-        self._parts = (grammar.terminals, tuple((r.lhs, r.rhs) for r in grammar.rules), grammar.start,
-                       grammar.ignore, grammar.source)
+        self._parts = (tuple((t.name, t.regex, t.also, t.excluding) for t in grammar.terminals),
+                       tuple((r.lhs, r.rhs) for r in grammar.rules), grammar.start, grammar.ignore, grammar.source)
         self._checks = grammar.checks
         self.vocab = vocab
         self._recognizer = recognizer
@@ -58,8 +58,9 @@ class CompiledGrammar:
         g = self._grammar()
         if g is None:
             terminals, rules, start, ignore, source = self._parts
-            g = Grammar(terminals=terminals, rules=tuple(Rule(lhs, rhs) for lhs, rhs in rules), start=start,
-                        ignore=ignore, source=source, checks=self._checks)
+            g = Grammar(terminals=tuple(TerminalDef(*t) for t in terminals),
+                        rules=tuple(Rule(lhs, rhs) for lhs, rhs in rules), start=start, ignore=ignore,
+                        source=source, checks=self._checks)
             self._grammar = weakref.ref(g)
         return g
 
@@ -168,7 +169,7 @@ def compile_grammar(grammar: Grammar, vocab, *, cache_dir: str | Path | None = _
         tables = ParserTables.from_grammar(grammar)
         parser = EarleyParser(tables)
         used = {s for rhs in tables.rule_rhs for s in rhs if s < tables.num_terminals}
-        term_of = {t.name: t for t in grammar.terminals}
+        term_of = {t.name: (t.regex, t.also, t.excluding) for t in grammar.terminals}   # tuples: see CompiledGrammar
         names = list(tables.terminal_names) + list(grammar.ignore)
         cdir = default_cache_dir() if cache_dir is _DEFAULT else (None if cache_dir is None else Path(cache_dir))
         token_tables = TokenTables.for_vocabulary(vocab, cdir)
@@ -178,7 +179,7 @@ def compile_grammar(grammar: Grammar, vocab, *, cache_dir: str | Path | None = _
             if i < tables.num_terminals and i not in used:
                 return None                       # no rule reads it: no state ever starts it
             with compile_deadline(timeout):       # a lazy build later: its own deadline
-                dfa = _terminal_dfa(term_of[names[i]], max_dfa_states, source)
+                dfa = _terminal_dfa(TerminalDef(names[i], *term_of[names[i]]), max_dfa_states, source)
             if precompute:
                 token_tables.ensure(dfa)
             elif precompute is None:
