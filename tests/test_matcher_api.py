@@ -334,8 +334,9 @@ def test_shortest_completion_of_deep_nesting_is_fast() -> None:
 def test_a_compiled_grammar_lets_its_rule_objects_go_and_gives_an_equal_grammar_back() -> None:
     """A compiled grammar holds its rules and terminals as plain tuples (objects the cyclic
     collector stops tracking), so once the caller lets go of the grammar its `Rule` and
-    `TerminalDef` objects are freed; `grammar` then rebuilds an equal grammar, and terminals built lazily after
-    that still compile (their builder holds the terminals, not the grammar)."""
+    `TerminalDef` objects are freed; `grammar` then rebuilds an equal grammar, and
+    terminals built lazily after that still compile (their builder holds the terminals,
+    not the grammar)."""
     import gc
     import weakref
 

@@ -39,8 +39,8 @@ class CompiledGrammar:
         # The grammar is held weakly, its rules and terminals as plain tuples: a `Rule` or
         # `TerminalDef` is an object the cyclic garbage collector tracks for as long as it
         # lives, and those of a batch of fresh schemas (~200 a schema) were a third of what
-        # every full collection walked while the batch stepped.  `grammar` gives the same grammar back (rebuilt
-        # from these parts once the caller has let go of it).
+        # every full collection walked while the batch stepped.  `grammar` gives the same
+        # grammar back (rebuilt from these parts once the caller has let go of it).
         self._grammar = weakref.ref(grammar)
         self._parts = (tuple((t.name, t.regex, t.also, t.excluding) for t in grammar.terminals),
                        tuple((r.lhs, r.rhs) for r in grammar.rules), grammar.start, grammar.ignore, grammar.source)

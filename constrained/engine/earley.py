@@ -272,10 +272,10 @@ class EarleyParser:
         symbol (a nonterminal's first terminals, `first_terminals`), past nullable ones,
         and at the end of a rule the terminals of the memoised completion of its
         left-hand side into its origin (`_completion`, which the closures of nodes made
-        later borrow anyway), each origin and symbol once.  That is the closure's set of
-        expected terminals: a closure predicts exactly the first terminals of what
-        follows the dots, and completes exactly into those origins.  Raises
-        `NeedsContext` where `scan` would (a completion into a cut origin).
+        later borrow anyway).  That is the closure's set of expected terminals: a
+        closure predicts exactly the first terminals of what follows the dots, and
+        completes exactly into those origins.  Raises `NeedsContext` where `scan` would
+        (a completion into a cut origin).
 
         Example:
             >>> from constrained.grammar.ir import Grammar
@@ -295,31 +295,23 @@ class EarleyParser:
         items = self._nodes[node_id].pending.get(terminal) if terminal < self._nterm else None
         if not items:
             return ()
-        nterm, nsym, nullable = self._nterm, self._nsym, self.tables.nullable
+        nterm, nullable = self._nterm, self.tables.nullable
         shift, pmask, sym_at, lhs_at = self._shift, self._pmask, self._sym_at, self._lhs_at
         found: set[int] = set()
-        firsts: set[int] = set()        # nonterminals whose first terminals are taken
-        completed: set[int] = set()     # (origin, lhs) keys completed
         agenda = [(i + 1, node_id) for i in items]     # (advanced item, the node its SELF origin is)
-        while agenda:
+        while agenda:                   # (both lookups below are memoised)
             item, here = agenda.pop()
             p = item & pmask
             x = sym_at[p]
-            if x < 0:                   # complete: into the items of the origin waiting for the lhs
+            if x < 0:                   # complete: the completion of the lhs into the origin
                 field = item >> shift
                 if field == 0:
                     raise NeedsContext
-                o = here if field == 1 else field - 2
-                k = o * nsym + lhs_at[p]
-                if k not in completed:
-                    completed.add(k)
-                    found.update(self._completion_terminals(o, lhs_at[p]))
+                found.update(self._completion_terminals(here if field == 1 else field - 2, lhs_at[p]))
             elif x < nterm:
                 found.add(x)
             else:
-                if x not in firsts:
-                    firsts.add(x)
-                    found.update(self.first_terminals(x))
+                found.update(self.first_terminals(x))
                 if x in nullable:
                     agenda.append((item + 1, here))
         hit = self._terminals_after[key] = tuple(sorted(found))
