@@ -298,7 +298,7 @@ def _first_mask_and_step_past_their_deadline_keep_nothing() -> str:
     """A first mask or token step past the recognizer's deadline raises, names what it was
     computing, memoises nothing of it, and a retry under a longer limit is exact."""
     g = Grammar.from_json_schema(_MASK_SCHEMA)
-    cg = compile_grammar(g, BYTES, cache_dir=None)
+    cg = compile_grammar(g, BYTES, cache_dir=None, first_mask=False)
     rec = cg.recognizer
     rec.timeout = 0.0
     e = _timeout_of(lambda: cg.matcher().mask())

@@ -243,6 +243,22 @@ def test_mask_memory_budget_drops_memos_not_answers(llama3_vocab) -> None:
     assert tight.stats()["mask_memory_bytes"] <= 64 << 10
 
 
+def test_the_first_mask_is_computed_by_the_compile(toy_json) -> None:
+    """`compile_grammar` leaves the start state's mask memoised (``first_mask=False``: not);
+    both give the same first mask, and the same masks after it."""
+    vocab = toy_json.vocab
+    g = Grammar.from_json_schema({"type": "object", "properties": {"a": {"type": "integer"}}})
+    ready = compile_grammar(g, vocab, cache_dir=None)
+    lazy = compile_grammar(g, vocab, cache_dir=None, first_mask=False)
+    assert ready.recognizer.initial in ready.recognizer._mask_memo
+    assert lazy.recognizer.initial not in lazy.recognizer._mask_memo
+    a, b = ready.matcher(), lazy.matcher()
+    for token in [0, 2, 3, 4, 6, 1]:      # {"a":1}
+        assert np.array_equal(a.mask(), b.mask())
+        assert a.advance(token) and b.advance(token)
+    assert a.advance(EOS) and b.advance(EOS)
+
+
 def test_shortest_completion_is_shortest_and_completes() -> None:
     """Against brute force over a small alphabet: the completion finishes the text and
     nothing shorter does."""

@@ -500,6 +500,11 @@ class Recognizer:
         out = self._union(parts)
         return _NO_BITS if out is None else out
 
+    def prepare_mask(self, sid: int) -> None:
+        """Compute and memoise the mask of ``sid`` now (what `mask` and `mask_into` will
+        read), within the open deadline if one is earlier than the mask's own."""
+        self._state_bits(sid)
+
     def _state_bits(self, sid: int) -> Bits:
         hit = self._mask_memo.get(sid)
         if hit is None:
