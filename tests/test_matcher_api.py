@@ -259,6 +259,42 @@ def test_the_first_mask_is_computed_by_the_compile(toy_json) -> None:
     assert a.advance(EOS) and b.advance(EOS)
 
 
+_INSIDE_SCHEMA = {"type": "object", "properties": {
+    "name": {"type": "string"}, "code": {"type": "string", "pattern": "^[A-Z]{2}-[0-9]+$"},
+    "n": {"type": "number"}, "tags": {"type": "array", "items": {"type": "string", "maxLength": 6}}}}
+
+
+@pytest.mark.parametrize("source", ["schema", "lark"])
+def test_a_token_read_inside_a_lexeme_equals_reading_its_bytes(llama3_vocab, source) -> None:
+    """`token_step`'s shortcut for a state that is one configuration inside a lexeme
+    (`Recognizer._inside_lexeme`) gives the state feeding the token's bytes one by one
+    gives, for every allowed token and random others along random walks (strings, a
+    pattern, numbers, escapes, tokens that close a string and go on)."""
+    import random
+
+    g = Grammar.from_json_schema(_INSIDE_SCHEMA) if source == "schema" else Grammar.from_lark(JSON_LARK)
+    rec = compile_grammar(g, llama3_vocab, cache_dir=None).recognizer
+    tb, rng = llama3_vocab.token_bytes, random.Random(5)
+    texts = ['{"name": "Ada L\\u00f6velace \\"AL\\"", "code": "AB-1234", "n": -12.5e3, "tags": ["a b", "xyz"]}',
+             '{"name": "\u00e9t\u00e9, 2024", "n": 0, "tags": ["\\n", "123456"]}']
+    taken = 0
+    for text in texts:
+        sid = rec.initial
+        for token in llama3_vocab.encode(text):
+            allowed = np.flatnonzero(np.unpackbits(rec.mask(sid).view(np.uint8), bitorder="little")[:len(tb)])
+            for t in list(allowed[:400]) + rng.sample(range(len(tb)), 200):
+                if not tb[t]:
+                    continue
+                fast = rec._inside_lexeme(sid, tb[t])
+                if fast is not None:
+                    taken += 1
+                    assert fast == rec.feed(sid, tb[t]), (sid, tb[t])
+            sid = rec.token_step(sid, token)
+            assert sid != 0, text
+        assert rec.accepting(sid)
+    assert taken > 1000
+
+
 def test_shortest_completion_is_shortest_and_completes() -> None:
     """Against brute force over a small alphabet: the completion finishes the text and
     nothing shorter does."""

@@ -245,15 +245,40 @@ class Recognizer:
         if hit is not None:
             return hit
         if 0 <= token < self.vocab_size and self.token_bytes[token]:
-            opened = enter_deadline(self.timeout)      # compile_deadline, at a tenth of its cost
-            try:
-                result = self.feed(sid, self.token_bytes[token], token=token)
-            finally:
-                exit_deadline(opened)
+            result = self._inside_lexeme(sid, self.token_bytes[token])
+            if result is None:
+                opened = enter_deadline(self.timeout)      # compile_deadline, at a tenth of its cost
+                try:
+                    result = self.feed(sid, self.token_bytes[token], token=token)
+                finally:
+                    exit_deadline(opened)
         else:
             result = DEAD_STATE
         self._token_memo[key] = result
         return result
+
+    def _inside_lexeme(self, sid: int, data: bytes) -> int | None:
+        """`feed` of ``data`` where the state is one configuration inside a lexeme and no
+        state the lexeme's automaton passes before the last byte accepts: then every byte
+        only moves that automaton (no lexeme can end, `_cfg_step`), and the state after is
+        the one configuration at its end state, or dead.  None where that does not hold
+        (`feed` decides).  Most tokens inside a string value are read so, without making
+        the states between their bytes (each one interned, with its byte and step memos:
+        the most objects a commit left behind)."""
+        configs = self._states[sid]
+        if len(configs) != 1:
+            return None
+        node, lex, q = configs[0]
+        if lex == BOUNDARY:
+            return None
+        table, accepting = self.transitions[lex], self.accepting_q[lex]
+        for b in data:
+            if accepting[q]:
+                return None
+            q = int(table[q, b])
+            if not q:
+                return DEAD_STATE
+        return self.intern(((node, lex, q),))
 
     # ------------------------------------------------------------------ queries
     def _cfg_accepting(self, cfg: Config) -> bool:
