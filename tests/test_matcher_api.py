@@ -264,19 +264,33 @@ _INSIDE_SCHEMA = {"type": "object", "properties": {
     "n": {"type": "number"}, "tags": {"type": "array", "items": {"type": "string", "maxLength": 6}}}}
 
 
-@pytest.mark.parametrize("source", ["schema", "lark"])
+_OVERLAPPING = r"""
+start: item ("," item)*
+item: INT | FLOAT | HEX | WORD | KEY
+INT: /[0-9]+/
+FLOAT: /[0-9]+\.[0-9]+/
+HEX: /0x[0-9a-f]+/
+WORD: /[a-z]+/
+KEY: /ke[a-z]*=[0-9]+/
+"""
+
+
+@pytest.mark.parametrize("source", ["schema", "lark", "overlapping"])
 def test_a_token_read_inside_a_lexeme_equals_reading_its_bytes(llama3_vocab, source) -> None:
     """`token_step`'s shortcut for a state that is one configuration inside a lexeme
     (`Recognizer._inside_lexeme`) gives the state feeding the token's bytes one by one
     gives, for every allowed token and random others along random walks (strings, a
-    pattern, numbers, escapes, tokens that close a string and go on)."""
+    pattern, numbers, escapes, tokens that close a string and go on, lexemes that share
+    their first bytes)."""
     import random
 
-    g = Grammar.from_json_schema(_INSIDE_SCHEMA) if source == "schema" else Grammar.from_lark(JSON_LARK)
+    g = (Grammar.from_json_schema(_INSIDE_SCHEMA) if source == "schema" else
+         Grammar.from_lark(JSON_LARK) if source == "lark" else Grammar.from_lark(_OVERLAPPING))
     rec = compile_grammar(g, llama3_vocab, cache_dir=None).recognizer
     tb, rng = llama3_vocab.token_bytes, random.Random(5)
-    texts = ['{"name": "Ada L\\u00f6velace \\"AL\\"", "code": "AB-1234", "n": -12.5e3, "tags": ["a b", "xyz"]}',
-             '{"name": "\u00e9t\u00e9, 2024", "n": 0, "tags": ["\\n", "123456"]}']
+    texts = (['12,3.5,0xff,abc,0x1,7.25,key=3,kettle,09'] if source == "overlapping" else
+             ['{"name": "Ada L\\u00f6velace \\"AL\\"", "code": "AB-1234", "n": -12.5e3, "tags": ["a b", "xyz"]}',
+              '{"name": "\u00e9t\u00e9, 2024", "n": 0, "tags": ["\\n", "123456"]}'])
     taken = 0
     for text in texts:
         sid = rec.initial
@@ -292,7 +306,7 @@ def test_a_token_read_inside_a_lexeme_equals_reading_its_bytes(llama3_vocab, sou
             sid = rec.token_step(sid, token)
             assert sid != 0, text
         assert rec.accepting(sid)
-    assert taken > 1000
+    assert taken > 500
 
 
 def test_shortest_completion_is_shortest_and_completes() -> None:
