@@ -42,7 +42,7 @@ class CompiledGrammar:
         # every full collection walked while the batch stepped.  `grammar` gives the same
         # grammar back (rebuilt from these parts once the caller has let go of it).
         self._grammar = weakref.ref(grammar)
-        self._parts = (tuple((t.name, t.regex, t.also, t.excluding) for t in grammar.terminals),
+        self._parts = (_terminal_parts(grammar),
                        tuple((r.lhs, r.rhs) for r in grammar.rules), grammar.start, grammar.ignore, grammar.source)
         self._checks = grammar.checks
         self.vocab = vocab
@@ -58,7 +58,7 @@ class CompiledGrammar:
         g = self._grammar()
         if g is None:
             terminals, rules, start, ignore, source = self._parts
-            g = Grammar(terminals=tuple(TerminalDef(*t) for t in terminals),
+            g = Grammar(terminals=tuple(TerminalDef(*parts) for parts in terminals),
                         rules=tuple(Rule(lhs, rhs) for lhs, rhs in rules), start=start, ignore=ignore,
                         source=source, checks=self._checks)
             self._grammar = weakref.ref(g)
@@ -175,7 +175,7 @@ def compile_grammar(grammar: Grammar, vocab, *, cache_dir: str | Path | None = _
         tables = ParserTables.from_grammar(grammar)
         parser = EarleyParser(tables)
         used = {s for rhs in tables.rule_rhs for s in rhs if s < tables.num_terminals}
-        term_of = {t.name: (t.regex, t.also, t.excluding) for t in grammar.terminals}   # tuples: see CompiledGrammar
+        term_of = {parts[0]: parts for parts in _terminal_parts(grammar)}   # tuples: see CompiledGrammar
         names = list(tables.terminal_names) + list(grammar.ignore)
         cdir = default_cache_dir() if cache_dir is _DEFAULT else (None if cache_dir is None else Path(cache_dir))
         token_tables = TokenTables.for_vocabulary(vocab, cdir)
@@ -185,7 +185,7 @@ def compile_grammar(grammar: Grammar, vocab, *, cache_dir: str | Path | None = _
             if i < tables.num_terminals and i not in used:
                 return None                       # no rule reads it: no state ever starts it
             with compile_deadline(timeout):       # a lazy build later: its own deadline
-                dfa = _terminal_dfa(TerminalDef(names[i], *term_of[names[i]]), max_dfa_states, source)
+                dfa = _terminal_dfa(TerminalDef(*term_of[names[i]]), max_dfa_states, source)
             if precompute:
                 token_tables.ensure(dfa)
             elif precompute is None:
@@ -203,6 +203,12 @@ def compile_grammar(grammar: Grammar, vocab, *, cache_dir: str | Path | None = _
         if first_mask:
             recognizer.prepare_mask(recognizer.initial)
     return CompiledGrammar(grammar, vocab, recognizer, time.perf_counter() - t0)
+
+
+def _terminal_parts(grammar: Grammar) -> tuple[tuple, ...]:
+    """The grammar's terminals as plain tuples, ``TerminalDef(*parts)`` each (see
+    `CompiledGrammar`: tuples the cyclic garbage collector stops tracking)."""
+    return tuple((t.name, t.regex, t.also, t.excluding) for t in grammar.terminals)
 
 
 def _terminal_dfa(t: TerminalDef, max_dfa_states: int, source: str | None) -> ByteDFA:

@@ -223,7 +223,12 @@ class Recognizer:
 
     def feed(self, sid: int, data: bytes, *, token: int | None = None) -> int:
         """State after ``data``; an open deadline (`constrained.deadline`) is checked before
-        each byte not yet memoised (``token``: the token ``data`` spells, for its message)."""
+        each byte not yet memoised (``token``: the token ``data`` spells, for its message).
+        Bytes that stay inside one lexeme are read without the states between them
+        (`_inside_lexeme`); the others step byte by byte (`byte_step`)."""
+        inside = self._inside_lexeme(sid, data)
+        if inside is not None:
+            return inside
         start = sid
         memo = self._byte_memo
         for b in data:
@@ -245,13 +250,11 @@ class Recognizer:
         if hit is not None:
             return hit
         if 0 <= token < self.vocab_size and self.token_bytes[token]:
-            result = self._inside_lexeme(sid, self.token_bytes[token])
-            if result is None:
-                opened = enter_deadline(self.timeout)      # compile_deadline, at a tenth of its cost
-                try:
-                    result = self.feed(sid, self.token_bytes[token], token=token)
-                finally:
-                    exit_deadline(opened)
+            opened = enter_deadline(self.timeout)      # compile_deadline, at a tenth of its cost
+            try:
+                result = self.feed(sid, self.token_bytes[token], token=token)
+            finally:
+                exit_deadline(opened)
         else:
             result = DEAD_STATE
         self._token_memo[key] = result
@@ -262,9 +265,9 @@ class Recognizer:
         state the lexeme's automaton passes before the last byte accepts: then every byte
         only moves that automaton (no lexeme can end, `_cfg_step`), and the state after is
         the one configuration at its end state, or dead.  None where that does not hold
-        (`feed` decides).  Most tokens inside a string value are read so, without making
-        the states between their bytes (each one interned, with its byte and step memos:
-        the most objects a commit left behind)."""
+        (`feed` steps byte by byte).  Most tokens inside a string value are read so,
+        without making the states between their bytes (each one interned, with its byte
+        and step memos: the most objects a commit left behind)."""
         configs = self._states[sid]
         if len(configs) != 1:
             return None
