@@ -28,6 +28,7 @@ symbol can still be completed, i.e. every reachable node is viable.
 from __future__ import annotations
 
 import threading
+from bisect import bisect_left
 from dataclasses import dataclass
 from itertools import chain
 
@@ -117,36 +118,85 @@ class ParserTables:
                    nullable=frozenset(nullable), start=start)
 
 
-class ParserNode:
-    """One interned Earley set: what it expects and whether input may end here.
+# How the parser keeps its interned sets and memoised completions.  Tens of thousands of
+# them are made while a batch of fresh requests steps, each alive as long as its grammar.
+# Held in objects and dicts (tracked by the cyclic garbage collector until a full
+# collection) or in nested tuples (one collection untracks one level of nesting), they
+# were most of what the collector moved into its oldest generation, which is what
+# triggers its full collections, and what those then walked.  So each field of a node is
+# kept in a list of its own (`EarleyParser._node_kernel` ...), as ints or flat tuples of
+# ints, which the first collection that sees them stops tracking.
 
-    Its items wait in one dict, ``pending``, keyed by the symbol after their dot
-    (terminal and nonterminal ids are disjoint): one dict per node, not one for
-    terminals and one for nonterminals.  Every node and memoised completion stays
-    alive as long as its grammar, and a dict is the one container the cyclic garbage
-    collector keeps tracking until a full collection, so the pairs of dicts were the
-    largest part of what full collections walked while a batch of fresh requests
-    stepped.  `expect` and `waiting` give the two halves (copies, for inspection)."""
+# A node's (or memoised completion's) items grouped by the symbol after their dot
+# (terminal and nonterminal ids are disjoint), flat in one tuple of ints:
+# ``(n, s_1 .. s_n, o_1 .. o_n+1, items...)``, symbols ascending, the items of ``s_i`` at
+# ``pending[o_i:o_i+1]`` (absolute offsets).
+Pending = tuple[int, ...]
+_NO_PENDING: Pending = (0, 0)
+
+
+def _pending(groups: dict[int, list] | dict[int, tuple]) -> Pending:
+    """Items grouped by symbol as a `Pending`."""
+    symbols = sorted(groups)
+    n = len(symbols)
+    at = 2 * n + 2
+    offsets, flat = [], []
+    for sym in symbols:
+        offsets.append(at + len(flat))
+        flat.extend(groups[sym])
+    offsets.append(at + len(flat))
+    return (n, *symbols, *offsets, *flat)
+
+
+def _waiting_for(pending: Pending, symbol: int) -> tuple[int, ...]:
+    """The items of ``pending`` whose dot is before ``symbol`` (``()`` if none)."""
+    n = pending[0]
+    i = bisect_left(pending, symbol, 1, n + 1)
+    if i <= n and pending[i] == symbol:
+        return pending[pending[n + i]:pending[n + i + 1]]
+    return ()
+
+
+def _symbols(pending: Pending) -> tuple[int, ...]:
+    """The symbols items of ``pending`` wait for, ascending."""
+    return pending[1:pending[0] + 1]
+
+
+def _groups(pending: Pending):
+    """``(symbol, its items)`` of ``pending``, symbols ascending."""
+    n = pending[0]
+    for i in range(1, n + 1):
+        yield pending[i], pending[pending[n + i]:pending[n + i + 1]]
+
+
+def _all_items(pending: Pending) -> tuple[int, ...]:
+    return pending[2 * pending[0] + 2:]
+
+
+class ParserNode:
+    """One interned Earley set (a view made by `EarleyParser.node`): what it expects and
+    whether input may end here.  `expect` and `waiting` give the two halves of its
+    pending items (copies, for inspection)."""
 
     __slots__ = ("id", "kernel", "pending", "accepting", "terminals", "abstract", "depth")
 
-    def __init__(self, node_id: int, kernel: tuple[int, ...], pending: dict[int, tuple], num_terminals: int,
+    def __init__(self, node_id: int, kernel: tuple[int, ...], pending: Pending, terminals: tuple[int, ...],
                  accepting: bool, abstract: bool, depth: int = 0) -> None:
         self.id = node_id
         self.depth = depth            # parse-stack depth: 1 + the deepest origin's (the root: 0)
         self.kernel = kernel          # the scanned items it is closed from, sorted (ints: see EarleyParser.item)
         self.abstract = abstract      # some origin below it is CUT
-        self.pending = pending        # symbol -> the items whose dot is before it
+        self.pending = dict(_groups(pending))    # symbol -> the items whose dot is before it
         self.accepting = accepting
-        self.terminals = tuple(sorted(k for k in pending if k < num_terminals))
+        self.terminals = terminals    # the terminals it expects, sorted
 
     @property
-    def expect(self) -> dict[int, tuple]:
+    def expect(self) -> dict[int, tuple[int, ...]]:
         """Terminal -> the items waiting for it (a new dict)."""
         return {t: self.pending[t] for t in self.terminals}
 
     @property
-    def waiting(self) -> dict[int, tuple]:
+    def waiting(self) -> dict[int, tuple[int, ...]]:
         """Nonterminal -> the items waiting for it (a new dict)."""
         terminals = set(self.terminals)
         return {k: v for k, v in self.pending.items() if k not in terminals}
@@ -185,16 +235,21 @@ class EarleyParser:
         self._pmask = (1 << self._shift) - 1
         self._nterm = tables.num_terminals
         self._nsym = tables.num_terminals + len(tables.nonterminal_names)
-        self._nodes: list[ParserNode] = []
+        # node id -> each field of the node (see `ParserNode`; lists of ints and flat tuples)
+        self._node_kernel: list[tuple[int, ...]] = []
+        self._node_pending: list[Pending] = []
+        self._node_terminals: list[tuple[int, ...]] = []
+        self._node_accepting: list[bool] = []
+        self._node_abstract: list[bool] = []
+        self._node_depth: list[int] = []
         self._by_kernel: dict[object, int] = {}
         self._scan_memo: dict[int, int] = {}
         self._lock = threading.RLock()
-        self._own: dict[int, tuple[dict, tuple, bool]] = {}
+        self._own: dict[int, tuple[Pending, tuple, bool]] = {}
         self._by_future: dict[tuple, int] = {}
-        # a completion's pending items apart from the rest of it: a tuple holding a dict stays
-        # tracked by the cyclic garbage collector, one of plain ints and tuples does not
-        self._completion_memo: dict[int, tuple[tuple, bool, tuple]] = {}
-        self._completion_pending: dict[int, dict[int, tuple]] = {}
+        # key -> (accepting, number of predicts, predicts..., children...): see `_completion`
+        self._completion_memo: dict[int, tuple[int, ...]] = {}
+        self._completion_pending: dict[int, Pending] = {}
         self._prediction_memo: dict[int, tuple[int, ...]] = {}
         self._terminals_after: dict[int, tuple[int, ...]] = {}
         self._first_memo: dict[int, tuple[int, ...]] = {}
@@ -221,11 +276,26 @@ class EarleyParser:
         return self.tables.terminal_names.index(name)
 
     def node(self, node_id: int) -> ParserNode:
-        return self._nodes[node_id]
+        """Node ``node_id`` (a view of it, made for each call)."""
+        return ParserNode(node_id, self._node_kernel[node_id], self._node_pending[node_id],
+                          self._node_terminals[node_id], self._node_accepting[node_id],
+                          self._node_abstract[node_id], self._node_depth[node_id])
+
+    def terminals(self, node_id: int) -> tuple[int, ...]:
+        """The terminals node ``node_id`` expects, sorted."""
+        return self._node_terminals[node_id]
+
+    def accepting(self, node_id: int) -> bool:
+        """Whether input may end at node ``node_id``."""
+        return self._node_accepting[node_id]
+
+    def stack_depth(self, node_id: int) -> tuple[bool, int]:
+        """``(abstract, depth)`` of node ``node_id`` (see `ParserNode`)."""
+        return self._node_abstract[node_id], self._node_depth[node_id]
 
     @property
     def num_nodes(self) -> int:
-        return len(self._nodes)
+        return len(self._node_kernel)
 
     def _advanced_into(self, items, origin: int) -> list[int]:
         """``items`` with the dot advanced and origin `SELF` replaced by ``origin``."""
@@ -245,7 +315,7 @@ class EarleyParser:
             if hit == CUT:
                 raise NeedsContext
             return hit
-        items = self._nodes[node_id].pending.get(terminal) if terminal < self._nterm else None
+        items = _waiting_for(self._node_pending[node_id], terminal) if terminal < self._nterm else None
         if not items:
             result = -1
         else:
@@ -288,11 +358,11 @@ class EarleyParser:
         if hit is not None:
             if hit == CUT:
                 raise NeedsContext
-            return self._nodes[hit].terminals if hit >= 0 else ()
+            return self._node_terminals[hit] if hit >= 0 else ()
         hit = self._terminals_after.get(key)
         if hit is not None:
             return hit
-        items = self._nodes[node_id].pending.get(terminal) if terminal < self._nterm else None
+        items = _waiting_for(self._node_pending[node_id], terminal) if terminal < self._nterm else None
         if not items:
             return ()
         nterm, nullable = self._nterm, self.tables.nullable
@@ -327,7 +397,7 @@ class EarleyParser:
             with self._lock:
                 predicts, _, _ = self._completion(origin, lhs, 1)
             nterm = self._nterm
-            found = {x for x in self._completion_pending[key] if x < nterm}
+            found = {x for x in _symbols(self._completion_pending[key]) if x < nterm}
             for x in predicts:
                 found.update(self.first_terminals(x))
             hit = self._completion_terminals_memo[key] = tuple(found)
@@ -348,7 +418,7 @@ class EarleyParser:
             with self._lock:            # `_predicted` fills its memos as closures do
                 own, nterm = self._own, self._nterm
                 hit = self._first_memo[nonterminal] = tuple(sorted(
-                    {k for y in self._predicted(nonterminal) for k in own[y][0] if k < nterm}))
+                    {k for y in self._predicted(nonterminal) for k in _symbols(own[y][0]) if k < nterm}))
         return hit
 
     def abstract(self, node_id: int, depth: int) -> int:
@@ -362,14 +432,14 @@ class EarleyParser:
         A node whose own closure needs its cut origins is kept real (uncut), so
         the result may be ``node_id`` itself.
         """
-        if node_id == self.root or self._nodes[node_id].abstract or depth <= 0:
+        if node_id == self.root or self._node_abstract[node_id] or depth <= 0:
             return node_id
         key = (node_id, depth)
         hit = self._abstract_memo.get(key)
         if hit is None:
             shift, pmask = self._shift, self._pmask
             items = []
-            for i in self._nodes[node_id].kernel:
+            for i in self._node_kernel[node_id]:
                 field = i >> shift
                 if field >= 2:      # a real origin: cut below, or abstracted one level less
                     o = self.abstract(field - 2, depth - 1) if depth > 1 else CUT
@@ -402,9 +472,9 @@ class EarleyParser:
             return hit
         if self.root in key:
             raise ValueError("the root node's predictions are relative to itself; it cannot be merged")
-        if any(self._nodes[n].abstract for n in key):
+        if any(self._node_abstract[n] for n in key):
             raise ValueError("abstract nodes are for memo sharing only; they cannot be merged")
-        kernel = _kernel(chain.from_iterable(self._nodes[n].kernel for n in key))
+        kernel = _kernel(chain.from_iterable(self._node_kernel[n] for n in key))
         result = self._by_kernel.get(kernel)
         if result is None:
             result = self._intern(kernel, kernel)
@@ -416,8 +486,8 @@ class EarleyParser:
             hit = self._by_kernel.get(key)
             if hit is not None:
                 return hit
-            node_id = len(self._nodes)
-            node = self._close(node_id, kernel_items)
+            node_id = len(self._node_kernel)
+            kernel, pending, terminals, accepting, abstract, depth = self._close(node_id, kernel_items)
             # Two sets with the same items (predicted ones with origin SELF) and flags
             # are interchangeable: scans, completions into them and acceptance all read
             # only those.  So a kernel whose closure equals an earlier set's maps to that
@@ -425,12 +495,17 @@ class EarleyParser:
             # keyed by the node (masks, crossing walks) is shared.  The root is excluded:
             # completing the start symbol accepts only with the root as origin.
             # (sorted int tuples, not frozensets: the cyclic GC stops tracking them)
-            future = (tuple(sorted(set(chain.from_iterable(node.pending.values())))), node.accepting, node.abstract)
+            future = (accepting, abstract, *sorted(set(_all_items(pending))))
             same = self._by_future.get(future) if node_id else None
             if same is not None:
                 self._by_kernel[key] = same
                 return same
-            self._nodes.append(node)
+            self._node_kernel.append(kernel)
+            self._node_pending.append(pending)
+            self._node_terminals.append(terminals)
+            self._node_accepting.append(accepting)
+            self._node_abstract.append(abstract)
+            self._node_depth.append(depth)
             self._by_kernel[key] = node_id
             if node_id:
                 self._by_future[future] = node_id
@@ -470,7 +545,7 @@ class EarleyParser:
                         pending.setdefault(z, []).append(self.item(r, d, SELF))
                         if z not in t.nullable:
                             break
-                self._own[y] = ({k: tuple(v) for k, v in pending.items()},
+                self._own[y] = (_pending(pending),
                                 tuple(k for k in pending if k >= nt_base), completes)
             for z in self._own[y][1]:
                 if z not in seen:
@@ -479,15 +554,19 @@ class EarleyParser:
         hit = self._prediction_memo[x] = tuple(reach)
         return hit
 
-    def _close(self, node_id: int, kernel_items) -> ParserNode:
+    def _close(self, node_id: int, kernel_items) -> tuple:
+        """Node ``node_id``'s fields (as `ParserNode` takes them): the closure of ``kernel_items``."""
         kernel = kernel_items if isinstance(kernel_items, tuple) else _kernel(kernel_items)
         pending, parts, accepting, origins = self._closure(node_id, kernel_items)
-        nodes = self._nodes
-        abstract = any(f == 0 or (f >= 2 and nodes[f - 2].abstract) for f in origins)
-        depth = 1 + max((nodes[f - 2].depth for f in origins if f >= 2), default=0) if node_id else 0
-        return ParserNode(node_id, kernel, _union(pending, parts), self._nterm, accepting, abstract, depth)
+        abstracts, depths = self._node_abstract, self._node_depth
+        abstract = any(f == 0 or (f >= 2 and abstracts[f - 2]) for f in origins)
+        depth = 1 + max((depths[f - 2] for f in origins if f >= 2), default=0) if node_id else 0
+        merged = _union(pending, parts)
+        nterm = self._nterm
+        terminals = tuple(k for k in _symbols(merged) if k < nterm)     # (sorted)
+        return kernel, merged, terminals, accepting, abstract, depth
 
-    def _closure(self, node_id: int, kernel_items) -> tuple[dict[int, list], list[dict], bool, set[int]]:
+    def _closure(self, node_id: int, kernel_items) -> tuple[dict[int, list], list[Pending], bool, set[int]]:
         """The closure of a kernel (of node ``node_id``, or -1 for one not interned):
         ``(pending, parts, accepting, origins)``: the items found here by the symbol after
         their dot (lists), the memoised dicts to union with them (completions borrowed,
@@ -570,7 +649,7 @@ class EarleyParser:
                     continue
                 if key in computing or depth >= MAX_COMPLETION_DEPTH:
                     inline_done.add(key)
-                    agenda.extend(self._advanced_into(self._nodes[o].pending.get(lhs, ()), o))
+                    agenda.extend(self._advanced_into(_waiting_for(self._node_pending[o], lhs), o))
                 elif key not in merged:
                     merged.add(key)
                     borrowed.append((key, self._completion(o, lhs, depth + 1, computing)))
@@ -588,7 +667,7 @@ class EarleyParser:
             if key in covered:
                 continue
             c_pending = completion_pending[key]
-            if c_pending:
+            if c_pending[0]:                            # some symbol
                 parts.append(c_pending)
             predicts.update(c_predicts)
             accepting |= c_accepting
@@ -607,17 +686,18 @@ class EarleyParser:
         key = origin * self._nsym + lhs
         hit = self._completion_memo.get(key)
         if hit is not None:
-            return hit
+            n = hit[1]
+            return hit[2:n + 2], bool(hit[0]), hit[n + 2:]
         if passed():            # many small completions (a chain of rules) add up too
             raise timeout_error(what=f"completing {self._symbol_name(lhs)!r} into parser node {origin}")
         pending: dict[int, list] = {}
         parts: list[dict] = []
         predicts: set[int] = set()
-        agenda = self._advanced_into(self._nodes[origin].pending.get(lhs, ()), origin)
+        agenda = self._advanced_into(_waiting_for(self._node_pending[origin], lhs), origin)
         accepting, children = self._advance_items(agenda, pending, parts, predicts, computing | {key}, {key}, depth)
         self._completion_pending[key] = _union(pending, parts)
-        hit = self._completion_memo[key] = (tuple(predicts), accepting, children)
-        return hit
+        self._completion_memo[key] = (int(accepting), len(predicts), *predicts, *children)
+        return tuple(predicts), accepting, children
 
 
 def _kernel(items) -> tuple[int, ...]:
@@ -628,9 +708,9 @@ def _kernel(items) -> tuple[int, ...]:
     return tuple(sorted(set(items)))
 
 
-def _union(own: dict[int, list], parts: list[dict[int, tuple]]) -> dict[int, tuple]:
-    """``own`` (item lists built here) and ``parts`` (memoised dicts of item tuples,
-    read only) as one dict of item tuples, each item once.  A single part is returned
+def _union(own: dict[int, list], parts: list[Pending]) -> Pending:
+    """``own`` (item lists built here) and ``parts`` (memoised `Pending`s, read only) as
+    one `Pending`, each item once.  A single part is returned
     itself, not copied: node and memo dicts are never modified once built.
 
     Parts overlap (nested completions of a chain of rules each hold the rest of the
@@ -639,18 +719,17 @@ def _union(own: dict[int, list], parts: list[dict[int, tuple]]) -> dict[int, tup
     advanced again by every scan)."""
     if not own:
         if not parts:
-            return {}
+            return _NO_PENDING
         if len(parts) == 1:
             return parts[0]
     elif not parts:
-        return {k: tuple(v) for k, v in own.items()}
+        return _pending(own)
     groups: dict[int, list] = {k: [v] for k, v in own.items()}
     for part in parts:
-        for k, v in part.items():
+        for k, v in _groups(part):
             group = groups.get(k)
             if group is None:
                 groups[k] = [v]
             else:
                 group.append(v)
-    return {k: tuple(g[0]) if len(g) == 1 else tuple(dict.fromkeys(chain.from_iterable(g)))
-            for k, g in groups.items()}
+    return _pending({k: g[0] if len(g) == 1 else dict.fromkeys(chain.from_iterable(g)) for k, g in groups.items()})

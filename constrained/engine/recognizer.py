@@ -110,7 +110,7 @@ class Recognizer:
         self._accepting: dict[int, bool] = {DEAD_STATE: False}
         self._byte_memo: dict[tuple[int, int], int] = {}
         self._token_memo: dict[tuple[int, int], int] = {}
-        self._cfg_step_memo: dict[tuple[Config, int], tuple[Config, ...]] = {}
+        self._cfg_step_memo: dict[tuple[int, int, int, int], tuple[Config, ...]] = {}
         self._cfg_mask_memo: dict[Config, Bits] = {}
         self._mask_memo: dict[int, Bits] = {}
         self._next_bytes_memo: dict[int, np.ndarray] = {}
@@ -148,7 +148,7 @@ class Recognizer:
         """Lexer terminals that may start at a boundary in ``node``: expected + ignored."""
         hit = self._start_lex.get(node)
         if hit is None:
-            hit = self._start_lex[node] = self.parser.node(node).terminals + self.ignore_ids
+            hit = self._start_lex[node] = self.parser.terminals(node) + self.ignore_ids
         return hit
 
     def after_lexeme(self, node: int, lexeme: int) -> int:
@@ -159,11 +159,11 @@ class Recognizer:
 
     # ------------------------------------------------------------------ stepping
     def _cfg_step(self, cfg: Config, b: int) -> tuple[Config, ...]:
-        key = (cfg, b)
+        node, lex, q = cfg
+        key = (node, lex, q, b)         # flat: see EarleyParser's note on the garbage collector
         hit = self._cfg_step_memo.get(key)
         if hit is not None:
             return hit
-        node, lex, q = cfg
         out: list[Config] = []
         if lex == BOUNDARY:
             lex_start = self._lex_start_mask
@@ -287,10 +287,10 @@ class Recognizer:
     def _cfg_accepting(self, cfg: Config) -> bool:
         node, lex, q = cfg
         if lex == BOUNDARY:
-            return self.parser.node(node).accepting
+            return self.parser.accepting(node)
         if not self.accepting_q[lex][q]:
             return False
-        return self.parser.node(self.after_lexeme(node, lex)).accepting
+        return self.parser.accepting(self.after_lexeme(node, lex))
 
     def accepting(self, sid: int) -> bool:
         """Whether the text read so far is in the language (EOS allowed)."""
@@ -485,9 +485,11 @@ class Recognizer:
         """``compute(top)`` on ``node``'s abstract version (its top ``CONTEXT_DEPTH``
         stack levels), or `_NEEDS_REAL_NODE` when there is none, the stack is shallower
         than ``min_abstract_depth`` (never when None) or the computation needs deeper context."""
-        n = self.parser.node(node)
         depth = self.min_abstract_depth
-        if n.abstract or depth is None or n.depth < depth:
+        if depth is None:
+            return _NEEDS_REAL_NODE
+        abstract, node_depth = self.parser.stack_depth(node)
+        if abstract or node_depth < depth:
             return _NEEDS_REAL_NODE
         top = self.parser.abstract(node, CONTEXT_DEPTH)
         if top == node:
