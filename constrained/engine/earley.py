@@ -140,7 +140,8 @@ def _pending(groups: dict[int, list] | dict[int, tuple]) -> Pending:
     symbols = sorted(groups)
     n = len(symbols)
     at = 2 * n + 2
-    offsets, flat = [], []
+    offsets: list[int] = []
+    flat: list[int] = []
     for sym in symbols:
         offsets.append(at + len(flat))
         flat.extend(groups[sym])
