@@ -28,7 +28,6 @@ symbol can still be completed, i.e. every reachable node is viable.
 from __future__ import annotations
 
 import threading
-from bisect import bisect_left
 from dataclasses import dataclass
 from itertools import chain
 
@@ -120,58 +119,18 @@ class ParserTables:
 
 # How the parser keeps its interned sets and memoised completions.  Tens of thousands of
 # them are made while a batch of fresh requests steps, each alive as long as its grammar.
-# Held in objects and dicts (tracked by the cyclic garbage collector until a full
-# collection) or in nested tuples (one collection untracks one level of nesting), they
-# were most of what the collector moved into its oldest generation, which is what
+# Held in objects and dicts of tuples (tracked by the cyclic garbage collector until a
+# full collection) or in nested tuples (one collection untracks one level of nesting),
+# they were most of what the collector moved into its oldest generation, which is what
 # triggers its full collections, and what those then walked.  So each field of a node is
-# kept in a list of its own (`EarleyParser._node_kernel` ...), as ints or flat tuples of
-# ints, which the first collection that sees them stops tracking.
+# kept in a list of its own (`EarleyParser._node_kernel` ...), as ints and flat tuples of
+# ints, which the first collection that sees them stops tracking, and its items wait in a
+# `Pending` dict of ints, which the collector never tracks.
 
 # A node's (or memoised completion's) items grouped by the symbol after their dot
-# (terminal and nonterminal ids are disjoint), flat in one tuple of ints:
-# ``(n, s_1 .. s_n, o_1 .. o_n+1, items...)``, symbols ascending, the items of ``s_i`` at
-# ``pending[o_i:o_i+1]`` (absolute offsets).
-Pending = tuple[int, ...]
-_NO_PENDING: Pending = (0, 0)
-
-
-def _pending(groups: dict[int, list] | dict[int, tuple]) -> Pending:
-    """Items grouped by symbol as a `Pending`."""
-    symbols = sorted(groups)
-    n = len(symbols)
-    at = 2 * n + 2
-    offsets: list[int] = []
-    flat: list[int] = []
-    for sym in symbols:
-        offsets.append(at + len(flat))
-        flat.extend(groups[sym])
-    offsets.append(at + len(flat))
-    return (n, *symbols, *offsets, *flat)
-
-
-def _waiting_for(pending: Pending, symbol: int) -> tuple[int, ...]:
-    """The items of ``pending`` whose dot is before ``symbol`` (``()`` if none)."""
-    n = pending[0]
-    i = bisect_left(pending, symbol, 1, n + 1)
-    if i <= n and pending[i] == symbol:
-        return pending[pending[n + i]:pending[n + i + 1]]
-    return ()
-
-
-def _symbols(pending: Pending) -> tuple[int, ...]:
-    """The symbols items of ``pending`` wait for, ascending."""
-    return pending[1:pending[0] + 1]
-
-
-def _groups(pending: Pending):
-    """``(symbol, its items)`` of ``pending``, symbols ascending."""
-    n = pending[0]
-    for i in range(1, n + 1):
-        yield pending[i], pending[pending[n + i]:pending[n + i + 1]]
-
-
-def _all_items(pending: Pending) -> tuple[int, ...]:
-    return pending[2 * pending[0] + 2:]
+# (terminal and nonterminal ids are disjoint): symbol -> the index of the items' tuple in
+# `EarleyParser._item_lists`.  Never modified once built (a single part is shared).
+Pending = dict[int, int]
 
 
 class ParserNode:
@@ -181,13 +140,13 @@ class ParserNode:
 
     __slots__ = ("id", "kernel", "pending", "accepting", "terminals", "abstract", "depth")
 
-    def __init__(self, node_id: int, kernel: tuple[int, ...], pending: Pending, terminals: tuple[int, ...],
-                 accepting: bool, abstract: bool, depth: int = 0) -> None:
+    def __init__(self, node_id: int, kernel: tuple[int, ...], pending: dict[int, tuple[int, ...]],
+                 terminals: tuple[int, ...], accepting: bool, abstract: bool, depth: int = 0) -> None:
         self.id = node_id
         self.depth = depth            # parse-stack depth: 1 + the deepest origin's (the root: 0)
         self.kernel = kernel          # the scanned items it is closed from, sorted (ints: see EarleyParser.item)
         self.abstract = abstract      # some origin below it is CUT
-        self.pending = dict(_groups(pending))    # symbol -> the items whose dot is before it
+        self.pending = pending        # symbol -> the items whose dot is before it
         self.accepting = accepting
         self.terminals = terminals    # the terminals it expects, sorted
 
@@ -239,6 +198,7 @@ class EarleyParser:
         # node id -> each field of the node (see `ParserNode`; lists of ints and flat tuples)
         self._node_kernel: list[tuple[int, ...]] = []
         self._node_pending: list[Pending] = []
+        self._item_lists: list[tuple[int, ...]] = []     # what `Pending` dicts point at
         self._node_terminals: list[tuple[int, ...]] = []
         self._node_accepting: list[bool] = []
         self._node_abstract: list[bool] = []
@@ -278,7 +238,9 @@ class EarleyParser:
 
     def node(self, node_id: int) -> ParserNode:
         """Node ``node_id`` (a view of it, made for each call)."""
-        return ParserNode(node_id, self._node_kernel[node_id], self._node_pending[node_id],
+        lists = self._item_lists
+        return ParserNode(node_id, self._node_kernel[node_id],
+                          {k: lists[i] for k, i in self._node_pending[node_id].items()},
                           self._node_terminals[node_id], self._node_accepting[node_id],
                           self._node_abstract[node_id], self._node_depth[node_id])
 
@@ -316,7 +278,8 @@ class EarleyParser:
             if hit == CUT:
                 raise NeedsContext
             return hit
-        items = _waiting_for(self._node_pending[node_id], terminal) if terminal < self._nterm else None
+        at = self._node_pending[node_id].get(terminal) if terminal < self._nterm else None
+        items = self._item_lists[at] if at is not None else None
         if not items:
             result = -1
         else:
@@ -363,7 +326,8 @@ class EarleyParser:
         hit = self._terminals_after.get(key)
         if hit is not None:
             return hit
-        items = _waiting_for(self._node_pending[node_id], terminal) if terminal < self._nterm else None
+        at = self._node_pending[node_id].get(terminal) if terminal < self._nterm else None
+        items = self._item_lists[at] if at is not None else None
         if not items:
             return ()
         nterm, nullable = self._nterm, self.tables.nullable
@@ -398,7 +362,7 @@ class EarleyParser:
             with self._lock:
                 predicts, _, _ = self._completion(origin, lhs, 1)
             nterm = self._nterm
-            found = {x for x in _symbols(self._completion_pending[key]) if x < nterm}
+            found = {x for x in self._completion_pending[key] if x < nterm}
             for x in predicts:
                 found.update(self.first_terminals(x))
             hit = self._completion_terminals_memo[key] = tuple(found)
@@ -419,7 +383,7 @@ class EarleyParser:
             with self._lock:            # `_predicted` fills its memos as closures do
                 own, nterm = self._own, self._nterm
                 hit = self._first_memo[nonterminal] = tuple(sorted(
-                    {k for y in self._predicted(nonterminal) for k in _symbols(own[y][0]) if k < nterm}))
+                    {k for y in self._predicted(nonterminal) for k in own[y][0] if k < nterm}))
         return hit
 
     def abstract(self, node_id: int, depth: int) -> int:
@@ -496,7 +460,8 @@ class EarleyParser:
             # keyed by the node (masks, crossing walks) is shared.  The root is excluded:
             # completing the start symbol accepts only with the root as origin.
             # (sorted int tuples, not frozensets: the cyclic GC stops tracking them)
-            future = (accepting, abstract, *sorted(set(_all_items(pending))))
+            lists = self._item_lists
+            future = (accepting, abstract, *sorted(set(chain.from_iterable(map(lists.__getitem__, pending.values())))))
             same = self._by_future.get(future) if node_id else None
             if same is not None:
                 self._by_kernel[key] = same
@@ -546,7 +511,7 @@ class EarleyParser:
                         pending.setdefault(z, []).append(self.item(r, d, SELF))
                         if z not in t.nullable:
                             break
-                self._own[y] = (_pending(pending),
+                self._own[y] = ({k: self._item_list(v) for k, v in pending.items()},
                                 tuple(k for k in pending if k >= nt_base), completes)
             for z in self._own[y][1]:
                 if z not in seen:
@@ -562,9 +527,9 @@ class EarleyParser:
         abstracts, depths = self._node_abstract, self._node_depth
         abstract = any(f == 0 or (f >= 2 and abstracts[f - 2]) for f in origins)
         depth = 1 + max((depths[f - 2] for f in origins if f >= 2), default=0) if node_id else 0
-        merged = _union(pending, parts)
+        merged = self._union(pending, parts)
         nterm = self._nterm
-        terminals = tuple(k for k in _symbols(merged) if k < nterm)     # (sorted)
+        terminals = tuple(sorted(k for k in merged if k < nterm))
         return kernel, merged, terminals, accepting, abstract, depth
 
     def _closure(self, node_id: int, kernel_items) -> tuple[dict[int, list], list[Pending], bool, set[int]]:
@@ -650,7 +615,8 @@ class EarleyParser:
                     continue
                 if key in computing or depth >= MAX_COMPLETION_DEPTH:
                     inline_done.add(key)
-                    agenda.extend(self._advanced_into(_waiting_for(self._node_pending[o], lhs), o))
+                    at = self._node_pending[o].get(lhs)
+                    agenda.extend(self._advanced_into(self._item_lists[at] if at is not None else (), o))
                 elif key not in merged:
                     merged.add(key)
                     borrowed.append((key, self._completion(o, lhs, depth + 1, computing)))
@@ -668,11 +634,56 @@ class EarleyParser:
             if key in covered:
                 continue
             c_pending = completion_pending[key]
-            if c_pending[0]:                            # some symbol
+            if c_pending:
                 parts.append(c_pending)
             predicts.update(c_predicts)
             accepting |= c_accepting
         return accepting, tuple(key for key, _ in borrowed)
+
+    def _item_list(self, items) -> int:
+        """Keep ``items`` (a tuple of item ints) in `_item_lists`; its index there."""
+        lists = self._item_lists
+        lists.append(tuple(items))
+        return len(lists) - 1
+
+    def _union(self, own: dict[int, list], parts: list[Pending]) -> Pending:
+        """``own`` (item lists built here) and ``parts`` (memoised `Pending` dicts, read
+        only) as one `Pending`, each item once.  A single part is returned itself, not
+        copied: node and memo dicts are never modified once built.
+
+        Parts overlap (nested completions of a chain of rules each hold the rest of the
+        chain): an item list is joined once from all its contributions and deduplicated,
+        not grown part by part (quadratic in the parts, and the duplicates would be
+        advanced again by every scan)."""
+        if not own:
+            if not parts:
+                return {}
+            if len(parts) == 1:
+                return parts[0]
+        lists = self._item_lists
+        base = len(lists)
+        if not parts:
+            lists.extend(map(tuple, own.values()))
+            return dict(zip(own, range(base, len(lists))))
+        groups: dict[int, list] = {k: [v] for k, v in own.items()}   # a list built here, or an index
+        for part in parts:
+            for k, i in part.items():
+                group = groups.get(k)
+                if group is None:
+                    groups[k] = [i]
+                else:
+                    group.append(i)
+        out: Pending = {}
+        made: list[tuple[int, ...]] = []
+        for k, g in groups.items():
+            if len(g) == 1 and type(g[0]) is int:
+                out[k] = g[0]
+                continue
+            out[k] = base + len(made)
+            made.append(tuple(g[0]) if len(g) == 1 else tuple(dict.fromkeys(chain.from_iterable(
+                lists[x] if type(x) is int else x for x in g))))
+        lists.extend(made)
+        return out
 
     def _completion(self, origin: int, lhs: int, depth: int,
                     computing: frozenset = frozenset()) -> tuple[tuple, bool, tuple]:
@@ -694,9 +705,10 @@ class EarleyParser:
         pending: dict[int, list] = {}
         parts: list[dict] = []
         predicts: set[int] = set()
-        agenda = self._advanced_into(_waiting_for(self._node_pending[origin], lhs), origin)
+        at = self._node_pending[origin].get(lhs)
+        agenda = self._advanced_into(self._item_lists[at] if at is not None else (), origin)
         accepting, children = self._advance_items(agenda, pending, parts, predicts, computing | {key}, {key}, depth)
-        self._completion_pending[key] = _union(pending, parts)
+        self._completion_pending[key] = self._union(pending, parts)
         self._completion_memo[key] = (int(accepting), len(predicts), *predicts, *children)
         return tuple(predicts), accepting, children
 
@@ -707,30 +719,3 @@ def _kernel(items) -> tuple[int, ...]:
     frozenset stays tracked, and tens of thousands of kernels made every full collection
     walk them all)."""
     return tuple(sorted(set(items)))
-
-
-def _union(own: dict[int, list], parts: list[Pending]) -> Pending:
-    """``own`` (item lists built here) and ``parts`` (memoised `Pending`s, read only) as
-    one `Pending`, each item once.  A single part is returned
-    itself, not copied: node and memo dicts are never modified once built.
-
-    Parts overlap (nested completions of a chain of rules each hold the rest of the
-    chain): an item list is joined once from all its contributions and deduplicated,
-    not grown part by part (quadratic in the parts, and the duplicates would be
-    advanced again by every scan)."""
-    if not own:
-        if not parts:
-            return _NO_PENDING
-        if len(parts) == 1:
-            return parts[0]
-    elif not parts:
-        return _pending(own)
-    groups: dict[int, list] = {k: [v] for k, v in own.items()}
-    for part in parts:
-        for k, v in _groups(part):
-            group = groups.get(k)
-            if group is None:
-                groups[k] = [v]
-            else:
-                group.append(v)
-    return _pending({k: g[0] if len(g) == 1 else dict.fromkeys(chain.from_iterable(g)) for k, g in groups.items()})
