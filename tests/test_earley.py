@@ -188,3 +188,37 @@ def test_terminals_after_equal_the_scanned_nodes_terminals_on_random_grammars(so
     except EmptyLanguageError:
         assume(False)
     _compare_terminals_after(p, random.Random(seed), 40, 0.3, 1)
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_what_the_parser_keeps_is_not_tracked_by_the_garbage_collector(source: str) -> None:
+    """Nodes and memoised completions live as long as the grammar, tens of thousands per
+    serving batch: whatever the cyclic GC still tracks when it promotes them triggers its
+    full collections.  After the collections a new object meets before it gets old (a
+    young and a middle-generation one), nothing the parser keeps per node or completion
+    is tracked (objects, dicts of tuples or tuples of tuples would be)."""
+    import gc
+
+    p = _parser(source)
+    rng = random.Random(0)
+    frontier = [p.root]
+    for _ in range(200):                     # random scans: nodes, completions, look-aheads
+        node = rng.choice(frontier)
+        terminals = p.terminals(node)
+        if not terminals:
+            continue
+        t = rng.choice(terminals)
+        p.terminals_after(node, t)
+        nxt = p.scan(node, t)
+        if nxt >= 0:
+            frontier.append(nxt)
+    assert p.num_nodes > 3
+    gc.collect(0)
+    gc.collect(1)
+    kept = [p._node_kernel, p._node_pending, p._node_terminals, p._item_lists,
+            list(p._completion_pending.values()), list(p._completion_memo.values()),
+            list(p._completion_memo), list(p._by_future), list(p._by_kernel)]
+    tracked = [type(x).__name__ for group in kept for x in group if gc.is_tracked(x)]
+    assert not tracked, f"{len(tracked)} tracked, e.g. {tracked[:5]}"
+    node = p.node(frontier[-1])                  # the view still reads them
+    assert set(node.terminals) == {k for k in node.pending if k < p.tables.num_terminals}
