@@ -5,11 +5,10 @@ terminal, with each item's origin replaced by the id of the (already interned)
 set it started in.  Two sets with the same kernel have the same closure and the
 same future, so a set is a canonical, immutable node (an int id; `ParserNode`
 is a view of one), shared by every sequence and fork that reaches it, and
-``scan(node, terminal)`` is a pure
-function that is memoised.  Reused, this memo is a lazily built deterministic
-parser automaton: for LALR-friendly grammars such as JSON it plays the role of
-LR tables (a dict lookup per terminal), while ambiguous and non-LR grammars work
-unchanged.  Nullable symbols use Aycock & Horspool's fix (advance over a
+``scan(node, terminal)`` is a pure function that is memoised.  Reused, this
+memo is a lazily built deterministic parser automaton: for LALR-friendly
+grammars such as JSON it plays the role of LR tables (a dict lookup per
+terminal), while ambiguous and non-LR grammars work unchanged.  Nullable symbols use Aycock & Horspool's fix (advance over a
 nullable nonterminal when predicting it).
 
 Items are ints, not tuples: ``((origin + 2) << shift) | position``, where a
