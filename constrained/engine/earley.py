@@ -8,8 +8,9 @@ is a view of one), shared by every sequence and fork that reaches it, and
 ``scan(node, terminal)`` is a pure function that is memoised.  Reused, this
 memo is a lazily built deterministic parser automaton: for LALR-friendly
 grammars such as JSON it plays the role of LR tables (a dict lookup per
-terminal), while ambiguous and non-LR grammars work unchanged.  Nullable symbols use Aycock & Horspool's fix (advance over a
-nullable nonterminal when predicting it).
+terminal), while ambiguous and non-LR grammars work unchanged.  Nullable
+symbols use Aycock & Horspool's fix (advance over a nullable nonterminal when
+predicting it).
 
 Items are ints, not tuples: ``((origin + 2) << shift) | position``, where a
 *position* numbers every dotted rule of the grammar (rule ``r``'s positions are
@@ -260,6 +261,11 @@ class EarleyParser:
     def num_nodes(self) -> int:
         return len(self._node_kernel)
 
+    def _waiting(self, node_id: int, symbol: int) -> tuple[int, ...]:
+        """The items of node ``node_id`` whose dot is before ``symbol`` (``()`` if none)."""
+        at = self._node_pending[node_id].get(symbol)
+        return self._item_lists[at] if at is not None else ()
+
     def _advanced_into(self, items, origin: int) -> list[int]:
         """``items`` with the dot advanced and origin `SELF` replaced by ``origin``."""
         shift = self._shift
@@ -278,8 +284,7 @@ class EarleyParser:
             if hit == CUT:
                 raise NeedsContext
             return hit
-        at = self._node_pending[node_id].get(terminal) if terminal < self._nterm else None
-        items = self._item_lists[at] if at is not None else None
+        items = self._waiting(node_id, terminal) if terminal < self._nterm else None
         if not items:
             result = -1
         else:
@@ -326,8 +331,7 @@ class EarleyParser:
         hit = self._terminals_after.get(key)
         if hit is not None:
             return hit
-        at = self._node_pending[node_id].get(terminal) if terminal < self._nterm else None
-        items = self._item_lists[at] if at is not None else None
+        items = self._waiting(node_id, terminal) if terminal < self._nterm else None
         if not items:
             return ()
         nterm, nullable = self._nterm, self.tables.nullable
@@ -511,7 +515,7 @@ class EarleyParser:
                         pending.setdefault(z, []).append(self.item(r, d, SELF))
                         if z not in t.nullable:
                             break
-                self._own[y] = ({k: self._item_list(v) for k, v in pending.items()},
+                self._own[y] = (self._union(pending, []),
                                 tuple(k for k in pending if k >= nt_base), completes)
             for z in self._own[y][1]:
                 if z not in seen:
@@ -615,8 +619,7 @@ class EarleyParser:
                     continue
                 if key in computing or depth >= MAX_COMPLETION_DEPTH:
                     inline_done.add(key)
-                    at = self._node_pending[o].get(lhs)
-                    agenda.extend(self._advanced_into(self._item_lists[at] if at is not None else (), o))
+                    agenda.extend(self._advanced_into(self._waiting(o, lhs), o))
                 elif key not in merged:
                     merged.add(key)
                     borrowed.append((key, self._completion(o, lhs, depth + 1, computing)))
@@ -639,12 +642,6 @@ class EarleyParser:
             predicts.update(c_predicts)
             accepting |= c_accepting
         return accepting, tuple(key for key, _ in borrowed)
-
-    def _item_list(self, items) -> int:
-        """Keep ``items`` (a tuple of item ints) in `_item_lists`; its index there."""
-        lists = self._item_lists
-        lists.append(tuple(items))
-        return len(lists) - 1
 
     def _union(self, own: dict[int, list], parts: list[Pending]) -> Pending:
         """``own`` (item lists built here) and ``parts`` (memoised `Pending` dicts, read
@@ -705,8 +702,7 @@ class EarleyParser:
         pending: dict[int, list] = {}
         parts: list[dict] = []
         predicts: set[int] = set()
-        at = self._node_pending[origin].get(lhs)
-        agenda = self._advanced_into(self._item_lists[at] if at is not None else (), origin)
+        agenda = self._advanced_into(self._waiting(origin, lhs), origin)
         accepting, children = self._advance_items(agenda, pending, parts, predicts, computing | {key}, {key}, depth)
         self._completion_pending[key] = self._union(pending, parts)
         self._completion_memo[key] = (int(accepting), len(predicts), *predicts, *children)
