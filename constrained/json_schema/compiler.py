@@ -55,6 +55,7 @@ from constrained.errors import (
 from constrained.grammar.ir import JSON_SCHEMA_SOURCE, Grammar
 from constrained.json_schema import grounding
 from constrained.json_schema.compile import applicators, arrays, kinds, literals, numeric, objects, strings
+from constrained.json_schema.compile.gaps import fuse_gaps
 from constrained.json_schema.compile.rules import (
     NUMBER_REGEX,
     STRING_REGEX,
@@ -147,6 +148,8 @@ class SchemaCompiler:
             from constrained.json_schema.value_checks import JsonValueChecks
 
             checks = JsonValueChecks(self.index, self.validators, list(self.checked.values()))
+        if self._whitespace:
+            rules = fuse_gaps(rules, self.builder, self._whitespace[0])
         used = {s for r in rules for s in r.rhs}
         terminals = tuple(t for t in self.builder.terminal_defs() if t.name in used)
         # (JsonValueChecks' step/accepts_end annotate ``text`` as bytes, the protocol as

@@ -65,6 +65,10 @@ class RuleBuilder:
     def rule(self, lhs: str, *rhs: str) -> None:
         self.rules.append(Rule(lhs, tuple(rhs)))
 
+    def terminals_by_name(self) -> dict[str, TerminalKey]:
+        """Each terminal's `TerminalKey` (regex, also, excluding) by its name."""
+        return {name: key for key, name in self.terminals.items()}
+
     def terminal_defs(self) -> tuple[TerminalDef, ...]:
         out = []
         for (regex, also, excluding), name in self.terminals.items():
