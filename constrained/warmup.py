@@ -12,6 +12,10 @@ library itself:
 * the token tables of the string bodies every JSON Schema grammar reads (any JSON
   string, a string of Unicode scalar values, a line of them): ~5 ms each on a 128k
   vocabulary, paid by the first request whose string reaches one;
+* the token tables of strings with a length bound counted by the automaton (a
+  ``minLength`` or ``maxLength`` of 24): one per character, ~6 ms each, and every
+  shorter bound's states have the same residual languages, so they share them
+  (`constrained.engine.token_tables.SHARE_COUNTED_MAX_STATES`);
 * the token classes the JSON value checks read (`constrained.json_schema.value_checks`),
   and their format checker (`constrained.json_schema.validation.format_checker`: ~0.2 s
   of regexes, paid by the first schema whose values a format check reads);
@@ -28,7 +32,7 @@ Example:
     >>> vocab = TokenVocabulary.from_token_bytes([b"a", b"1", b'"', b"{", b"}", b":", b",", b""], eos_ids=[7])
     >>> report = warm_up(vocab, formats=("date",))
     >>> sorted(report)
-    ['formats', 'string bodies', 'trie', 'value checks']
+    ['counted strings', 'formats', 'string bodies', 'trie', 'value checks']
 """
 
 from __future__ import annotations
@@ -53,10 +57,14 @@ _STRINGS_SCHEMA = {"type": "array", "items": {"anyOf": [{"type": "string"}, {"ty
                                                         {"type": "string", "pattern": "^.*$"}]}}
 
 
+_COUNTED_STRINGS = ("minLength", "maxLength")
+
+
 def warm_up(vocab, *, formats: bool | Iterable[str] = True,
             cache_dir: Any = _DEFAULT) -> dict[str, float]:
     """Build the vocabulary's shared structures and the format automata now; returns the
-    seconds each part took (``trie``, ``value checks``, ``string bodies``, ``formats``).
+    seconds each part took (``trie``, ``value checks``, ``string bodies``, ``counted strings``,
+    ``formats``).
 
     ``formats``: True for every built-in format, False for none, or the names to build.
     ``cache_dir``: the token-table cache directory later compiles use (`compile_grammar`'s
@@ -68,6 +76,7 @@ def warm_up(vocab, *, formats: bool | Iterable[str] = True,
     from constrained.engine.compiled import compile_grammar
     from constrained.engine.token_tables import TokenTables, default_cache_dir
     from constrained.grammar.ir import Grammar
+    from constrained.json_schema.compile.strings import MAX_COUNTED_LENGTH
     from constrained.json_schema.validation import format_checker
     from constrained.json_schema.value_checks import vocabulary_profiles
     from constrained.masks import _compiled_or_bits
@@ -98,6 +107,17 @@ def warm_up(vocab, *, formats: bool | Iterable[str] = True,
             dfa = compile_terminal(t.regex, t.also, t.excluding)
             tables.get(dfa, dfa.step(dfa.step(START, ord('"')), ord("a")))
     report["string bodies"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    for bound in _COUNTED_STRINGS:      # the tables after each character of the longest counted strings:
+        (t,) = [t for t in Grammar.from_json_schema({"type": "string", bound: MAX_COUNTED_LENGTH}).terminals
+                if t.regex.startswith('"')]
+        dfa = compile_terminal(t.regex, t.also, t.excluding)
+        q = dfa.step(START, ord('"'))   # every shorter bound's states have the same residuals
+        for _ in range(MAX_COUNTED_LENGTH + 1):
+            tables.get(dfa, q)
+            q = dfa.step(q, ord("a"))
+    report["counted strings"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
     for name in _format_names(formats):

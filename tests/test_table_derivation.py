@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
+from test_token_tables import REGEXES, reference_table
 
 from constrained.automata.byte_dfa import START, compile_terminal
 from constrained.engine.table_derivation import MAX_DIFFERING_BYTES, derive_table, reference_state
 from constrained.engine.token_tables import SHARE_MIN_LIVE_BYTES, TokenTables
 from constrained.json_schema.json_string import json_string_regex
 from constrained.vocabulary import TokenVocabulary
-from test_token_tables import REGEXES, reference_table
 
 STRING_REGEX = REGEXES[0]      # a JSON string
 
@@ -108,7 +107,7 @@ def test_warm_up_builds_the_format_automata_later_compiles_reuse(llama3_vocab) -
     from constrained.automata import byte_dfa
 
     report = warm_up(llama3_vocab, formats=("hostname", "date"))
-    assert set(report) == {"trie", "value checks", "string bodies", "formats"}
+    assert set(report) == {"trie", "value checks", "string bodies", "counted strings", "formats"}
     misses = byte_dfa._compile_terminal.cache_info().misses
     for name in ("hostname", "date"):
         Grammar.from_json_schema({"type": "string", "format": name})
@@ -157,3 +156,24 @@ def test_a_key_excluding_many_names_derives_the_state_after_its_quote(llama3_voc
     weights[[ord(n[0]) for n in names]] = 1000
     weights[ord("z")] = 1
     assert reference_state(dfa, after_quote, weights) is None
+
+
+def test_warm_up_computes_the_tables_of_counted_strings(llama3_vocab, monkeypatch) -> None:
+    # a minLength 5 string's states have the residuals of the last states of warm_up's
+    # minLength 24 string: their tables are found, not scanned
+    from constrained import Grammar, warm_up
+    from constrained.automata.byte_dfa import START, compile_terminal
+    from constrained.engine.token_tables import default_cache_dir
+
+    warm_up(llama3_vocab, formats=False)
+    tables = TokenTables.for_vocabulary(llama3_vocab, default_cache_dir())
+    scans = []
+    monkeypatch.setattr(TokenTables, "_scan_table", lambda self, dfa, q: scans.append(q))
+    for schema in ({"type": "string", "minLength": 5}, {"type": "string", "maxLength": 7}):
+        (t,) = [t for t in Grammar.from_json_schema(schema).terminals if t.regex.startswith('"')]
+        dfa = compile_terminal(t.regex, t.also, t.excluding)
+        q = dfa.step(START, ord('"'))
+        for ch in b"abcdef":
+            assert tables.get(dfa, q) is not None
+            q = dfa.step(q, ch)
+    assert scans == []

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from constrained.automata.byte_dfa import compile_regex
 from constrained.engine.token_scan import scan_remainders, scan_tokens
@@ -117,3 +116,29 @@ def test_the_compiled_remainder_scan_equals_the_array_scan(tokens, regex, data) 
     live_end, si, sp = scan_tokens(dfa, 1, toks, offs, vocab.byte_matrix, vocab.lengths)
     assert live.tolist() == sorted(set(toks[live_end].tolist()))
     assert list(zip(split_toks.tolist(), split_offs.tolist())) == sorted(set(zip(toks[si].tolist(), sp.tolist())))
+
+
+def test_counted_strings_share_tables_by_residual(llama3_vocab) -> None:
+    """After j characters of a minLength 20 string the residual is a minLength 20 - j string's
+    start: `TokenTables.get` finds that table (residuals of automata too large for
+    `SHARE_MAX_RESIDUAL` are looked up up to `SHARE_COUNTED_MAX_STATES`), and it equals
+    the reference scan of the state."""
+    from constrained import Grammar
+    from constrained.automata.byte_dfa import START, compile_terminal
+
+    def counted(bound: str, n: int):
+        (t,) = [t for t in Grammar.from_json_schema({"type": "string", bound: n}).terminals if t.regex.startswith('"')]
+        return compile_terminal(t.regex, t.also, t.excluding)
+
+    tables = TokenTables(llama3_vocab, None)
+    for bound in ("minLength", "maxLength"):
+        long, short = counted(bound, 20), counted(bound, 15)     # (404 and 304 states)
+        q = long.step(START, ord('"'))
+        for ch in b"abcde":
+            q = long.step(q, ch)            # 9 - 5 = 4 characters to go, as at the start of the short one
+        shared = tables.get(long, q)
+        start = short.step(START, ord('"'))
+        assert tables.get(short, start) is shared, bound
+        inside, ct, cp = reference_table(llama3_vocab, short, start)
+        assert np.array_equal(shared.inside, inside), bound
+        assert np.array_equal(shared.cross_toks, ct) and np.array_equal(shared.cross_pos, cp), bound

@@ -50,6 +50,14 @@ SHARE_MIN_LIVE_BYTES = 32
 # are a few states deep
 SHARE_MAX_RESIDUAL = 256
 SHARE_MAX_DEPTH = 24
+# ... except in an automaton of at most this many states, where the residual is looked
+# up whatever its size and depth: a string of at least / at most n characters (n up to
+# `MAX_COUNTED_LENGTH`, 24) has ~20 states per character (UTF-8, escapes, surrogate
+# pairs), past `SHARE_MAX_RESIDUAL` from 13 characters on, yet the residual after j
+# characters of a minLength k string is a minLength k - j string's: schemas share them,
+# and `warm_up` computes them once.  The digest (1-2 ms at 500 states) costs less than
+# the table it finds (a string body's walk, ~6 ms on a 128k vocabulary).
+SHARE_COUNTED_MAX_STATES = 512
 
 
 def default_cache_dir() -> Path:
@@ -153,7 +161,9 @@ class TokenTables:
                 table = per[state] = derive_table(self, dfa, state, ref)
         if table is None:
             key = residual_digest(dfa, state, max_states=SHARE_MAX_RESIDUAL, max_depth=SHARE_MAX_DEPTH)
-            if key is None:            # a long residual (a counted string): its own table
+            if key is None and dfa.num_states <= SHARE_COUNTED_MAX_STATES:     # a counted string
+                key = residual_digest(dfa, state)
+            if key is None:            # a long residual: its own table
                 table = per[state] = self._scan_table(dfa, state)
                 return table
             table = self._by_residual.get(key)
