@@ -174,15 +174,22 @@ def compile_grammar(grammar: Grammar, vocab, *, cache_dir: str | Path | None = _
     with compile_deadline(timeout):          # one deadline for the whole call
         tables = ParserTables.from_grammar(grammar)
         parser = EarleyParser(tables)
-        used = {s for rhs in tables.rule_rhs for s in rhs if s < tables.num_terminals}
+        # (what the lazy builds keep as bytes and tuples: a set or list of a request's
+        # terminals is a container the cyclic GC visits element by element at each collection)
+        read = bytearray(tables.num_terminals)
+        for rhs in tables.rule_rhs:
+            for s in rhs:
+                if s < tables.num_terminals:
+                    read[s] = 1
+        used = bytes(read)
         term_of = {parts[0]: parts for parts in _terminal_parts(grammar)}   # tuples: see CompiledGrammar
-        names = list(tables.terminal_names) + list(grammar.ignore)
+        names = tuple(tables.terminal_names) + tuple(grammar.ignore)
         cdir = default_cache_dir() if cache_dir is _DEFAULT else (None if cache_dir is None else Path(cache_dir))
         token_tables = TokenTables.for_vocabulary(vocab, cdir)
         source = grammar.source                  # (the lazy builds hold the terminals, not the grammar)
 
         def build(i: int) -> ByteDFA | None:
-            if i < tables.num_terminals and i not in used:
+            if i < tables.num_terminals and not used[i]:
                 return None                       # no rule reads it: no state ever starts it
             with compile_deadline(timeout):       # a lazy build later: its own deadline
                 dfa = _terminal_dfa(TerminalDef(*term_of[names[i]]), max_dfa_states, source)

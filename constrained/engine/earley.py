@@ -29,6 +29,7 @@ symbol can still be completed, i.e. every reachable node is viable.
 from __future__ import annotations
 
 import threading
+from array import array
 from dataclasses import dataclass
 from itertools import chain
 
@@ -179,19 +180,20 @@ class EarleyParser:
     def __init__(self, tables: ParserTables) -> None:
         self.tables = tables
         # dotted-rule positions: rule r's dots are offsets[r] .. offsets[r] + len(rhs)
-        self._offsets: list[int] = []
+        offsets: list[int] = []
         sym_at: list[int] = []      # symbol after the dot, -1 at the end of the rule
         lhs_at: list[int] = []
         rule_at: list[int] = []
         for r, rhs in enumerate(tables.rule_rhs):
             if r % DEADLINE_EVERY == DEADLINE_EVERY - 1:
                 check_deadline(what=f"numbering the dotted rules ({r} of {len(tables.rule_rhs)})")
-            self._offsets.append(len(sym_at))
+            offsets.append(len(sym_at))
             sym_at.extend(rhs)
             sym_at.append(-1)
             lhs_at.extend([tables.rule_lhs[r]] * (len(rhs) + 1))
             rule_at.extend([r] * (len(rhs) + 1))
         self._sym_at, self._lhs_at, self._rule_at = tuple(sym_at), tuple(lhs_at), tuple(rule_at)
+        self._offsets = tuple(offsets)
         self._shift = max(1, len(sym_at).bit_length())
         self._pmask = (1 << self._shift) - 1
         self._nterm = tables.num_terminals
@@ -201,9 +203,11 @@ class EarleyParser:
         self._node_pending: list[Pending] = []
         self._item_lists: list[tuple[int, ...]] = []     # what `Pending` dicts point at
         self._node_terminals: list[tuple[int, ...]] = []
-        self._node_accepting: list[bool] = []
-        self._node_abstract: list[bool] = []
-        self._node_depth: list[int] = []
+        # (flags and depths in arrays of machine ints: a list's every element is a reference
+        # the cyclic GC visits at each collection of the list's generation)
+        self._node_accepting = bytearray()
+        self._node_abstract = bytearray()
+        self._node_depth = array("l")
         self._by_kernel: dict[object, int] = {}
         self._scan_memo: dict[int, int] = {}
         self._lock = threading.RLock()
@@ -242,8 +246,8 @@ class EarleyParser:
         lists = self._item_lists
         return ParserNode(node_id, self._node_kernel[node_id],
                           {k: lists[i] for k, i in self._node_pending[node_id].items()},
-                          self._node_terminals[node_id], self._node_accepting[node_id],
-                          self._node_abstract[node_id], self._node_depth[node_id])
+                          self._node_terminals[node_id], bool(self._node_accepting[node_id]),
+                          bool(self._node_abstract[node_id]), self._node_depth[node_id])
 
     def terminals(self, node_id: int) -> tuple[int, ...]:
         """The terminals node ``node_id`` expects, sorted."""
@@ -251,11 +255,11 @@ class EarleyParser:
 
     def accepting(self, node_id: int) -> bool:
         """Whether input may end at node ``node_id``."""
-        return self._node_accepting[node_id]
+        return bool(self._node_accepting[node_id])
 
     def stack_depth(self, node_id: int) -> tuple[bool, int]:
         """``(abstract, depth)`` of node ``node_id`` (see `ParserNode`)."""
-        return self._node_abstract[node_id], self._node_depth[node_id]
+        return bool(self._node_abstract[node_id]), self._node_depth[node_id]
 
     @property
     def num_nodes(self) -> int:

@@ -100,7 +100,7 @@ class Recognizer:
         self._dense_masks: dict[int, np.ndarray] = {}   # the last materialised state masks (LRU)
         self._start_bytes_memo: dict[int, np.ndarray] = {}
         self._start_mask_memo: dict[int, int] = {}      # node -> its start bytes as an int bitmask
-        self._start_mask_after_memo: dict[tuple[int, int], int] = {}   # (node, lexeme) -> the same after it
+        self._start_mask_after_memo: dict[int, int] = {}   # node * count + lexeme -> the same after it
         self._lex_start_mask: dict[int, int] = {}       # lexeme -> the bytes its DFA can start with
         self._lock = threading.Lock()
         # a state's configurations as a sorted tuple: a canonical key, like a frozenset, but
@@ -108,8 +108,11 @@ class Recognizer:
         self._states: list[tuple[Config, ...]] = [()]
         self._state_ids: dict[tuple[Config, ...], int] = {(): DEAD_STATE}
         self._accepting: dict[int, bool] = {DEAD_STATE: False}
-        self._byte_memo: dict[tuple[int, int], int] = {}
-        self._token_memo: dict[tuple[int, int], int] = {}
+        # (int keys and values: a dict holding only ints is never tracked by the cyclic GC,
+        # where a dict that receives a new tuple is tracked again, and each full collection
+        # then visits every entry)
+        self._byte_memo: dict[int, int] = {}            # sid << 8 | byte -> sid
+        self._token_memo: dict[int, int] = {}           # sid * vocabulary size + token -> sid
         self._cfg_step_memo: dict[tuple[int, int, int, int], tuple[Config, ...]] = {}
         self._cfg_mask_memo: dict[Config, Bits] = {}
         self._mask_memo: dict[int, Bits] = {}
@@ -184,7 +187,7 @@ class Recognizer:
 
     def byte_step(self, sid: int, b: int) -> int:
         """State after byte ``b`` (``DEAD_STATE`` if no configuration survives)."""
-        key = (sid, b)
+        key = sid << 8 | b
         hit = self._byte_memo.get(key)
         if hit is not None:
             return hit
@@ -232,7 +235,7 @@ class Recognizer:
         start = sid
         memo = self._byte_memo
         for b in data:
-            nxt = memo.get((sid, b))
+            nxt = memo.get(sid << 8 | b)
             if nxt is None:
                 if passed():
                     raise timeout_error(what=f"reading {'token ' + str(token) if token is not None else 'bytes'}"
@@ -245,11 +248,13 @@ class Recognizer:
 
     def token_step(self, sid: int, token: int) -> int:
         """State after the bytes of ``token`` (dead for special or unknown ids)."""
-        key = (sid, token)
+        if not 0 <= token < self.vocab_size:
+            return DEAD_STATE                   # (not memoised: the key below is for vocabulary ids)
+        key = sid * self.vocab_size + token
         hit = self._token_memo.get(key)
         if hit is not None:
             return hit
-        if 0 <= token < self.vocab_size and self.token_bytes[token]:
+        if self.token_bytes[token]:
             opened = enter_deadline(self.timeout)      # compile_deadline, at a tenth of its cost
             try:
                 result = self.feed(sid, self.token_bytes[token], token=token)
@@ -400,7 +405,7 @@ class Recognizer:
         node when it is not there yet (`EarleyParser.terminals_after`; memoised)."""
         if lexeme >= self.num_parser_terminals:
             return self._start_mask(node)
-        key = (node, lexeme)
+        key = node * self.num_parser_terminals + lexeme
         hit = self._start_mask_after_memo.get(key)
         if hit is None:
             hit = self._start_mask_after_memo[key] = self._lexemes_start_mask(
