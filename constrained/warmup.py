@@ -71,7 +71,7 @@ def warm_up(vocab, *, formats: bool | Iterable[str] = True,
     ``cache_dir``, and its default when not given; the trie is shared whatever it is).  Formats too large for one automaton
     (``email``) are left to validation by the compiler either way; building them here only
     settles that once."""
-    from constrained.automata.byte_dfa import START, compile_regex, compile_terminal
+    from constrained.automata.byte_dfa import START, compile_regex
     from constrained.automata.json_words import json_string_except_regex
     from constrained.engine.compiled import compile_grammar
     from constrained.engine.token_tables import TokenTables, default_cache_dir
@@ -102,17 +102,13 @@ def warm_up(vocab, *, formats: bool | Iterable[str] = True,
     report["value checks"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    for t in Grammar.from_json_schema(_STRINGS_SCHEMA).terminals:
-        if t.regex.startswith('"'):                         # a string body's table: a third of the trie
-            dfa = compile_terminal(t.regex, t.also, t.excluding)
-            tables.get(dfa, dfa.step(dfa.step(START, ord('"')), ord("a")))
+    for dfa in _string_automata(_STRINGS_SCHEMA):           # a string body's table: a third of the trie
+        tables.get(dfa, dfa.step(dfa.step(START, ord('"')), ord("a")))
     report["string bodies"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
     for bound in _COUNTED_STRINGS:      # the tables after each character of the longest counted strings:
-        (t,) = [t for t in Grammar.from_json_schema({"type": "string", bound: MAX_COUNTED_LENGTH}).terminals
-                if t.regex.startswith('"')]
-        dfa = compile_terminal(t.regex, t.also, t.excluding)
+        (dfa,) = _string_automata({"type": "string", bound: MAX_COUNTED_LENGTH})
         q = dfa.step(START, ord('"'))   # every shorter bound's states have the same residuals
         for _ in range(MAX_COUNTED_LENGTH + 1):
             tables.get(dfa, q)
@@ -127,6 +123,15 @@ def warm_up(vocab, *, formats: bool | Iterable[str] = True,
             pass          # a format the options refuse: nothing to build
     report["formats"] = time.perf_counter() - t0
     return report
+
+
+def _string_automata(schema: dict) -> list:
+    """The automata of the string terminals ``schema`` compiles to."""
+    from constrained.automata.byte_dfa import compile_terminal
+    from constrained.grammar.ir import Grammar
+
+    return [compile_terminal(t.regex, t.also, t.excluding) for t in Grammar.from_json_schema(schema).terminals
+            if t.regex.startswith('"')]
 
 
 def _format_names(formats: bool | Iterable[str]) -> list[str]:

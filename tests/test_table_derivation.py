@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
-from test_token_tables import REGEXES, reference_table
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from constrained.automata.byte_dfa import START, compile_terminal
 from constrained.engine.table_derivation import MAX_DIFFERING_BYTES, derive_table, reference_state
 from constrained.engine.token_tables import SHARE_MIN_LIVE_BYTES, TokenTables
 from constrained.json_schema.json_string import json_string_regex
 from constrained.vocabulary import TokenVocabulary
+from test_token_tables import REGEXES, reference_table
 
 STRING_REGEX = REGEXES[0]      # a JSON string
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from constrained.automata.byte_dfa import compile_regex
 from constrained.engine.token_scan import scan_remainders, scan_tokens
@@ -135,7 +136,7 @@ def test_counted_strings_share_tables_by_residual(llama3_vocab) -> None:
         long, short = counted(bound, 20), counted(bound, 15)     # (404 and 304 states)
         q = long.step(START, ord('"'))
         for ch in b"abcde":
-            q = long.step(q, ch)            # 9 - 5 = 4 characters to go, as at the start of the short one
+            q = long.step(q, ch)            # 20 - 5 = 15 characters to go, as at the start of the short one
         shared = tables.get(long, q)
         start = short.step(START, ord('"'))
         assert tables.get(short, start) is shared, bound

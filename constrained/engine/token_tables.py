@@ -160,9 +160,10 @@ class TokenTables:
             if ref is not None:     # a body state's table and a short scan: cheaper than the residual's digest
                 table = per[state] = derive_table(self, dfa, state, ref)
         if table is None:
-            key = residual_digest(dfa, state, max_states=SHARE_MAX_RESIDUAL, max_depth=SHARE_MAX_DEPTH)
-            if key is None and dfa.num_states <= SHARE_COUNTED_MAX_STATES:     # a counted string
+            if dfa.num_states <= SHARE_COUNTED_MAX_STATES:       # any residual of it (a counted string)
                 key = residual_digest(dfa, state)
+            else:
+                key = residual_digest(dfa, state, max_states=SHARE_MAX_RESIDUAL, max_depth=SHARE_MAX_DEPTH)
             if key is None:            # a long residual: its own table
                 table = per[state] = self._scan_table(dfa, state)
                 return table
