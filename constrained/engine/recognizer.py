@@ -102,6 +102,7 @@ class Recognizer:
         self._start_mask_memo: dict[int, int] = {}      # node -> its start bytes as an int bitmask
         self._start_mask_after_memo: dict[int, int] = {}   # node * count + lexeme -> the same after it
         self._lex_start_mask: dict[int, int] = {}       # lexeme -> the bytes its DFA can start with
+        self._inside_bits: dict[int, Bits | None] = {}   # lexeme << 32 | DFA state -> `_node_free_bits`
         self._lock = threading.Lock()
         # a state's configurations as a sorted tuple: a canonical key, like a frozenset, but
         # one the cyclic garbage collector stops tracking after one pass (tuples of ints)
@@ -463,6 +464,12 @@ class Recognizer:
         if hit is not None and hit is not _NEEDS_CONTEXT:
             return hit
         node, lex, q = cfg
+        if lex != BOUNDARY:
+            free = self._inside_bits.get(lex << 32 | q, _MISSING)
+            if free is _MISSING:
+                free = self._node_free_bits(lex, q)
+            if free is not None:
+                return free
         if self.min_abstract_depth is None:     # no abstract node is tried: straight to the real one
             out = self._cfg_mask_memo[cfg] = self._cfg_mask_exact(node, lex, q)
             return out
@@ -534,6 +541,22 @@ class Recognizer:
                     parts.append(crossing)
         out = self._union(parts)
         return _NO_BITS if out is None else out
+
+    def _node_free_bits(self, lex: int, q: int) -> Bits | None:
+        """The mask of configuration ``(node, lex, q)`` where it is the same for every
+        parser node: the lexeme cannot end before a token does (``q`` does not accept)
+        and no token crosses out of it from ``q`` (its table has no crossing tokens), so
+        the mask is the table's inside set; None where the node matters (memoised per
+        lexeme and state, for every node: the states inside a key after ``, "`` are one
+        configuration per key still possible, each on a new node)."""
+        out = None
+        if not self.accepting_q[lex][q]:
+            table = self.tables.get(self.dfas[lex], q)
+            if not table.cross_toks.size:
+                ids = table.inside_ids
+                out = ((), ids) if ids is not None else ((table.inside,), None)
+        self._inside_bits[lex << 32 | q] = out
+        return out
 
     def prepare_mask(self, sid: int) -> None:
         """Compute and memoise the mask of ``sid`` now (what `mask` and `mask_into` will
