@@ -771,21 +771,28 @@ def _finite_dfa(words: list[bytes], max_states: int, terminal: str | None) -> tu
         final[state] = True
         previous = word
     settle(0)
-    # the registered states (and the root) in a dense table: dead 0, root 1
-    live = sorted({0} | set(register.values()))
-    number = {old: new + 1 for new, old in enumerate(live)}
+    # the result is minimal already: what remains is the canonical numbering `_minimize`
+    # gives (breadth-first from the root, each state's targets in byte order; dead 0,
+    # root 1), read off the edges directly (a dense table's column classes cost more than
+    # the whole construction for a key)
+    number = {0: START}
+    order = [0]
     rows, columns, targets = [], [], []
-    for old in live:
-        row = number[old]
-        for byte, target in edges[old].items():
-            rows.append(row)
+    for old in order:                            # grows while it is read
+        k = number[old]
+        for byte, target in sorted(edges[old].items()):
+            t = number.get(target)
+            if t is None:
+                t = number[target] = len(order) + 1
+                order.append(target)
+            rows.append(k)
             columns.append(byte)
-            targets.append(number[target])
-    table = np.zeros((len(live) + 1, 256), np.int32)
+            targets.append(t)
+    table = np.zeros((len(order) + 1, 256), np.int32)
     table[rows, columns] = targets
-    accepting = np.zeros(len(live) + 1, bool)
-    accepting[1:] = [final[old] for old in live]
-    return _minimize(table, accepting, minimal=True)
+    accepting = np.zeros(len(order) + 1, bool)
+    accepting[[number[old] for old in order if final[old]]] = True
+    return table, accepting
 
 
 def _table_digest(table: np.ndarray, accepting: np.ndarray) -> str:
