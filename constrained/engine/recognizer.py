@@ -86,6 +86,7 @@ class Recognizer:
         self.accepting_q = Field(lexer_dfas, "accepting")
         self.num_parser_terminals = num_parser_terminals
         self.ignore_ids = tuple(range(num_parser_terminals, lexer_dfas.count))
+        self._lex_span = lexer_dfas.count + 1           # lexemes and BOUNDARY, in `_cfg_step`'s keys
         self.tables = tables
         self.vocab_size = tables.size
         self.nbytes = tables.nbytes
@@ -114,12 +115,12 @@ class Recognizer:
         # then visits every entry)
         self._byte_memo: dict[int, int] = {}            # sid << 8 | byte -> sid
         self._token_memo: dict[int, int] = {}           # sid * vocabulary size + token -> sid
-        self._cfg_step_memo: dict[tuple[int, int, int, int], tuple[Config, ...]] = {}
+        self._cfg_step_memo: dict[int, tuple[Config, ...]] = {}   # `_step_key` -> configurations
         self._cfg_mask_memo: dict[Config, Bits] = {}
         self._mask_memo: dict[int, Bits] = {}
         self._next_bytes_memo: dict[int, np.ndarray] = {}
         self._start_lex: dict[int, tuple[int, ...]] = {}
-        self._crossing_memo: dict[tuple[int, int], Bits | None] = {}
+        self._crossing_memo: dict[int, Bits | None] = {}   # node << 32 | crossing set uid -> tokens
         # masks are pure functions of states/nodes: when their memos outgrow the budget
         # they are dropped (and recomputed on demand); states and transitions are kept
         self.max_mask_memory = max_mask_memory
@@ -164,7 +165,8 @@ class Recognizer:
     # ------------------------------------------------------------------ stepping
     def _cfg_step(self, cfg: Config, b: int) -> tuple[Config, ...]:
         node, lex, q = cfg
-        key = (node, lex, q, b)         # flat: see EarleyParser's note on the garbage collector
+        # an int key: a tuple key is one more object per entry for the cyclic GC to visit
+        key = ((node * self._lex_span + lex + 1) << 40) | (q << 8) | b
         hit = self._cfg_step_memo.get(key)
         if hit is not None:
             return hit
@@ -344,7 +346,7 @@ class Recognizer:
         cached in ``cset``; results are memoised per (node, set), and per abstract
         node when the path never needs deeper context (see `_cfg_mask`).
         """
-        key = (node, cset.uid)
+        key = node << 32 | cset.uid         # (an int: see `_cfg_step`)
         hit = self._crossing_memo.get(key, _MISSING)
         if hit is not _MISSING and hit is not _NEEDS_CONTEXT:
             return hit
