@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 import hashlib
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Literal
@@ -610,52 +611,63 @@ def _chain_dfa(regex: str, max_states: int) -> tuple[np.ndarray, np.ndarray] | N
     pieces = split_items(regex)
     if pieces is None:
         return None
-    outs: list[tuple[int, tuple[tuple[int, int], ...]]] = []   # per state: (its item's offset, edges)
+    rows: list[dict[int, int]] = []        # per state: its edges, to local targets
+    offsets: list[int] = []                # per state: its item's first state
     trie_states = 1
     for piece in pieces:
         dag = _item_dag(piece)
         if dag is None:
             return None
-        trie_size, rows = dag
-        if not rows:                       # the empty string
+        trie_size, item_rows = dag
+        if not item_rows:                  # the empty string
             continue
         trie_states += trie_size
         if trie_states + 1 > max_states:   # (+ the dead state)
             return None                    # the NFA route decides (and raises the limit error)
-        offset = len(outs)
-        outs.extend([(offset, row) for row in rows])
-    final = len(outs)                      # the state after the last item (a local exit is offset + size)
-    # canonical numbering (as `_minimize` gives it): breadth-first from the start, each
-    # state's targets in byte order; dead 0, start 1
-    number = [0] * (final + 1)
+        offsets.extend([len(rows)] * len(item_rows))
+        rows.extend(item_rows)
+    final = len(rows)                      # the state after the last item (a local exit is offset + size)
+    rows.append({})
+    offsets.append(0)
+    return _numbered_table(rows, offsets, [False] * final + [True])
+
+
+def _numbered_table(rows: Sequence[dict[int, int]], offsets: Sequence[int] | None,
+                    accepts: Sequence[bool]) -> tuple[np.ndarray, np.ndarray]:
+    """``(table, accepting)`` of an automaton that is minimal already, in the canonical
+    numbering `_minimize` gives (breadth-first from state 0, each state's targets in byte
+    order; dead 0, start 1), the states it does not reach left out.  ``rows[s]`` maps
+    state ``s``'s bytes, in byte order, to their targets less ``offsets[s]`` (0 without
+    ``offsets``); ``accepts[s]`` whether it accepts.  (`_chain_dfa` and `_finite_dfa`:
+    reading the numbering off the edges costs less than `_minimize`'s column classes of a
+    dense table.)"""
+    number = [0] * len(rows)
     number[0] = START
     queue = [0]
-    rows_t: list[int] = []
+    sources: list[int] = []
     columns: list[int] = []
     targets: list[int] = []
     for s in queue:                        # grows while it is read
-        if s == final:
-            continue
-        offset, row = outs[s]
+        offset = offsets[s] if offsets is not None else 0
         k_s = number[s]
-        for byte, t in row:
+        for byte, t in rows[s].items():
             t += offset
             k = number[t]
             if not k:
                 k = number[t] = len(queue) + 1
                 queue.append(t)
-            rows_t.append(k_s)
+            sources.append(k_s)
             columns.append(byte)
             targets.append(k)
-    table = np.zeros((final + 2, 256), np.int32)
-    table[rows_t, columns] = targets
-    accepting = np.zeros(final + 2, bool)
-    accepting[number[final]] = True
+    table = np.zeros((len(queue) + 1, 256), np.int32)
+    table[sources, columns] = targets
+    accepting = np.zeros(len(queue) + 1, bool)
+    accepting[[number[s] for s in queue if accepts[s]]] = True
     return table, accepting
 
 
 @functools.lru_cache(maxsize=16384)
-def _item_dag(piece: str) -> tuple[int, tuple[tuple[tuple[int, int], ...], ...]] | None:
+def _item_dag(piece: str) -> tuple[int, tuple[dict[int, int], ...]] | None:
     """The minimal DAG of one item of `_chain_dfa` (its trie, `_item_trie`, with states of
     equal right language merged), memoised: ``(trie states, rows)``, ``rows[s]`` the
     ``(byte, target)`` edges of local state ``s`` in byte order, state 0 the entry and
@@ -681,8 +693,8 @@ def _item_dag(piece: str) -> tuple[int, tuple[tuple[tuple[int, int], ...], ...]]
     kept = sorted({canon[s] for s in range(inner + 1)})        # the entry (0) first
     local = {s: i for i, s in enumerate(kept)}
     local[exit_] = len(kept)
-    rows = tuple(tuple(sorted((b, local[canon[t]]) for b, t in edges[s].items())) for s in kept)
-    return inner + 1, rows
+    rows = tuple(dict(sorted((b, local[canon[t]]) for b, t in edges[s].items())) for s in kept)
+    return inner + 1, rows          # (shared by every chain: read, never changed)
 
 
 def _item_trie(piece: str) -> tuple[int, tuple[tuple[int, int, int], ...]] | None:
@@ -771,28 +783,9 @@ def _finite_dfa(words: list[bytes], max_states: int, terminal: str | None) -> tu
         final[state] = True
         previous = word
     settle(0)
-    # the result is minimal already: what remains is the canonical numbering `_minimize`
-    # gives (breadth-first from the root, each state's targets in byte order; dead 0,
-    # root 1), read off the edges directly (a dense table's column classes cost more than
-    # the whole construction for a key)
-    number = {0: START}
-    order = [0]
-    rows, columns, targets = [], [], []
-    for old in order:                            # grows while it is read
-        k = number[old]
-        for byte, target in sorted(edges[old].items()):
-            t = number.get(target)
-            if t is None:
-                t = number[target] = len(order) + 1
-                order.append(target)
-            rows.append(k)
-            columns.append(byte)
-            targets.append(t)
-    table = np.zeros((len(order) + 1, 256), np.int32)
-    table[rows, columns] = targets
-    accepting = np.zeros(len(order) + 1, bool)
-    accepting[[number[old] for old in order if final[old]]] = True
-    return table, accepting
+    # the result is minimal already: what remains is the canonical numbering (each state's
+    # edges were added in byte order, the words being sorted)
+    return _numbered_table(edges, None, final)
 
 
 def _table_digest(table: np.ndarray, accepting: np.ndarray) -> str:

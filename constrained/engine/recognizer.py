@@ -115,7 +115,7 @@ class Recognizer:
         # then visits every entry)
         self._byte_memo: dict[int, int] = {}            # sid << 8 | byte -> sid
         self._token_memo: dict[int, int] = {}           # sid * vocabulary size + token -> sid
-        self._cfg_step_memo: dict[int, tuple[Config, ...]] = {}   # `_step_key` -> configurations
+        self._cfg_step_memo: dict[int, tuple[Config, ...]] = {}   # see `_cfg_step` for the key
         self._cfg_mask_memo: dict[Config, Bits] = {}
         self._mask_memo: dict[int, Bits] = {}
         self._next_bytes_memo: dict[int, np.ndarray] = {}
@@ -467,9 +467,10 @@ class Recognizer:
             return hit
         node, lex, q = cfg
         if lex != BOUNDARY:
-            free = self._inside_bits.get(lex << 32 | q, _MISSING)
+            key = lex << 32 | q
+            free = self._inside_bits.get(key, _MISSING)
             if free is _MISSING:
-                free = self._node_free_bits(lex, q)
+                free = self._inside_bits[key] = self._node_free_bits(lex, q)
             if free is not None:
                 return free
         if self.min_abstract_depth is None:     # no abstract node is tried: straight to the real one
@@ -532,8 +533,7 @@ class Recognizer:
         else:
             dfa = self.dfas[lex]
             table = self.tables.get(dfa, q)
-            ids = table.inside_ids
-            parts = [((), ids) if ids is not None else ((table.inside,), None)]
+            parts = [_inside_part(table)]
             if self.accepting_q[lex][q]:
                 # the lexeme may end before this token: the whole token starts the next one
                 parts.append(self._cfg_mask((self.after_lexeme(node, lex), BOUNDARY, 0)))
@@ -548,17 +548,13 @@ class Recognizer:
         """The mask of configuration ``(node, lex, q)`` where it is the same for every
         parser node: the lexeme cannot end before a token does (``q`` does not accept)
         and no token crosses out of it from ``q`` (its table has no crossing tokens), so
-        the mask is the table's inside set; None where the node matters (memoised per
-        lexeme and state, for every node: the states inside a key after ``, "`` are one
-        configuration per key still possible, each on a new node)."""
-        out = None
-        if not self.accepting_q[lex][q]:
-            table = self.tables.get(self.dfas[lex], q)
-            if not table.cross_toks.size:
-                ids = table.inside_ids
-                out = ((), ids) if ids is not None else ((table.inside,), None)
-        self._inside_bits[lex << 32 | q] = out
-        return out
+        the mask is the table's inside set; None where the node matters (`_cfg_mask`
+        memoises it per lexeme and state, for every node: the states inside a key after
+        ``, "`` are one configuration per key still possible, each on a new node)."""
+        if self.accepting_q[lex][q]:
+            return None
+        table = self.tables.get(self.dfas[lex], q)
+        return None if table.cross_toks.size else _inside_part(table)
 
     def prepare_mask(self, sid: int) -> None:
         """Compute and memoise the mask of ``sid`` now (what `mask` and `mask_into` will
@@ -626,6 +622,12 @@ Bits = tuple  # (tuple of packed uint8 bitsets, int32 token ids or None): see Re
 _NO_BITS: Bits = ((), None)
 MAX_DENSE_PARTS = 4     # dense parts a `Bits` keeps before they are OR-ed into one owned array
 DENSE_MASKS = 8         # materialised state masks kept per recognizer (most recent)
+
+
+def _inside_part(table) -> Bits:
+    """A token table's inside set as `Bits` (its ids where it keeps them sparse)."""
+    ids = table.inside_ids
+    return ((), ids) if ids is not None else ((table.inside,), None)
 
 
 def _materialise(bits, out: np.ndarray) -> None:
