@@ -100,3 +100,28 @@ def test_the_state_limit_counts_every_state(excluding: bool) -> None:
     assert again.tobytes() == table.tobytes()
     with pytest.raises(CompileLimitError):
         words_automaton(words, excluding=excluding, max_states=len(table) - 1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(words=words_strategy)
+def test_a_key_outside_the_words_embeds_the_string_automaton_and_shares_its_tables(words) -> None:
+    """The states `embeds` names are the string automaton's own (same rows, staying among
+    themselves), so their token tables are that automaton's: equal to a full scan."""
+    from constrained import TokenVocabulary
+    from constrained.engine.token_tables import TokenTables
+
+    dfa = compile_regex(json_string_except_regex(words))
+    other, lo, hi = dfa.embeds
+    assert other.digest == compile_regex(STRING_REGEX).digest and lo >= 2
+    assert (dfa.transitions[lo:hi] == other.transitions[lo:hi]).all()
+    assert (dfa.accepting[lo:hi] == other.accepting[lo:hi]).all()
+    assert dfa.transitions[lo:hi].max() < hi
+    assert compile_regex(json_words_regex(words)).embeds is None
+    vocab = TokenVocabulary.from_token_bytes([b'"', b'a"', b'"a', b'\\u', b'\\"', b'ab",', b'"}', b'x'], eos_ids=[])
+    tables = TokenTables(vocab, None)
+    for q in range(lo, hi):
+        shared, scanned = tables.get(dfa, q), tables._scan_table(dfa, q)
+        assert shared is tables.get(other, q)
+        assert (shared.inside == scanned.inside).all()
+        assert shared.cross_toks.tolist() == scanned.cross_toks.tolist()
+        assert shared.cross_pos.tolist() == scanned.cross_pos.tolist()

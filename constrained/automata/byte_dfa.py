@@ -69,6 +69,10 @@ class ByteDFA:
     ``regex``, ``also`` and ``excluding`` record what it was compiled from (see
     `compile_terminal`); ``digest`` hashes the (minimal, canonically numbered)
     tables, so it depends on the language only and keys the token tables.
+    ``embeds``, where set, is ``(other, lo, hi)``: states ``lo..hi-1`` are ``other``'s
+    states of the same numbers (the same rows, leading only among themselves), so
+    they have ``other``'s residual languages and token tables (a key that is none of
+    the declared names falls off into the JSON string automaton's states).
     """
 
     transitions: np.ndarray
@@ -77,6 +81,7 @@ class ByteDFA:
     digest: str = field(default="")
     also: tuple[str, ...] = ()
     excluding: tuple[str, ...] = ()
+    embeds: tuple[ByteDFA, int, int] | None = None
 
     @property
     def start(self) -> int:

@@ -150,6 +150,10 @@ class TokenTables:
             with self._lock:
                 per = self._tables.setdefault(dfa.digest, self._load(dfa) or {})
         table = per.get(state)
+        if table is None and dfa.embeds is not None:
+            other, lo, hi = dfa.embeds
+            if lo <= state < hi:        # another automaton's state: its table (no residual digest)
+                table = per[state] = self.get(other, state)
         if table is None and remaining() == 0.0:       # a deadline is open and has passed
             shown = dfa.regex if len(dfa.regex) <= 80 else dfa.regex[:80] + "..."
             raise timeout_error(what=f"the token table of state {state} of /{shown}/")
