@@ -67,8 +67,10 @@ class ByteDFA:
     accepting state (the DFA is trimmed), so "not dead" means "viable prefix".
 
     ``regex``, ``also`` and ``excluding`` record what it was compiled from (see
-    `compile_terminal`); ``digest`` hashes the (minimal, canonically numbered)
-    tables, so it depends on the language only and keys the token tables.
+    `compile_terminal`); ``digest`` keys the token tables: it hashes the (minimal,
+    canonically numbered) tables, so it depends on the language only, except for the
+    automata built from their text (key literals, JSON words markers), whose digest
+    is their text's (one table per text).
     ``embeds``, where set, is ``(other, lo, hi)``: states ``lo..hi-1`` are ``other``'s
     states of the same numbers (the same rows, leading only among themselves), so
     they have ``other``'s residual languages and token tables (a key that is none of
@@ -560,8 +562,8 @@ def compile_regex(regex: str, *, terminal: str | None = None, max_states: int = 
         table, accepting = _finite_dfa(words, 8 * max_states, terminal)
         return _finished(regex, table, accepting)
     chain = _chain_dfa(regex, max_states) if 40 * len(regex) <= max_nfa_states else None
-    if chain is not None:
-        return _finished(regex, *chain)
+    if chain is not None:       # (numbered item after item: identified by its regex, see `_chain_dfa`)
+        return _finished(regex, *chain, digest=_text_digest("chain", regex))
     ast = parse_regex(regex, terminal=terminal)
     if size_estimate(ast) > max_nfa_states:
         raise CompileLimitError("regex automaton too large (bounded repetitions)", limit="max_nfa_states",
@@ -575,10 +577,18 @@ def compile_regex(regex: str, *, terminal: str | None = None, max_states: int = 
     return _finished(regex, *_minimize(table, accepting, byte_class))
 
 
-def _finished(regex: str, table: np.ndarray, accepting: np.ndarray) -> ByteDFA:
+def _finished(regex: str, table: np.ndarray, accepting: np.ndarray, digest: str | None = None) -> ByteDFA:
     table.setflags(write=False)
     accepting.setflags(write=False)
-    return ByteDFA(transitions=table, accepting=accepting, regex=regex, digest=_table_digest(table, accepting))
+    return ByteDFA(transitions=table, accepting=accepting, regex=regex,
+                   digest=_table_digest(table, accepting) if digest is None else digest)
+
+
+def _text_digest(kind: str, text: str) -> str:
+    """The digest of an automaton identified by the text it is built from (a chain regex,
+    a JSON words marker): the same text always gives the same table, and hashing the
+    text costs nothing beside hashing the table."""
+    return f"{kind}-" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _literal_words(regex: str) -> list[bytes] | None:
@@ -600,14 +610,18 @@ def _chain_dfa(regex: str, max_states: int) -> tuple[np.ndarray, np.ndarray] | N
 
     Each item is a trie from the state before it whose leaves all go to one state after
     it (prefix-free: no leaf is also an inner node, so this is deterministic), minimised
-    on its own and memoised (`_item_dag`: one character's JSON spellings recur across
-    every key).  The chain of these minimal DAGs is already minimal: no state of one
-    item has the right language of a state of another.  (Revuz: merging goes backwards
-    from the final state; a first merge across items would need a common successor
-    class, and the only state two items share is the entry of the later one, which no
-    state of that item leads back to.)  The tests compare the tables with the NFA
-    route's on random keys.  What remains per regex is the canonical breadth-first
-    numbering (as `_minimize` gives it) and the table.
+    on its own and memoised with its edges as arrays (`_item_edges`: one character's
+    JSON spellings recur across every key).  The chain of these minimal DAGs is already
+    minimal: no state of one item has the right language of a state of another.
+    (Revuz: merging goes backwards from the final state; a first merge across items
+    would need a common successor class, and the only state two items share is the entry
+    of the later one, which no state of that item leads back to.)  The states are
+    numbered item after item (dead 0, start 1, the final state last), not in
+    `_minimize`'s breadth-first order: the table is the items' edges placed at their
+    offsets in one assignment, and the automaton is identified by its regex (`compile_regex`
+    gives it the regex's digest), which the compiler writes one way per literal.  The
+    tests compare it, minimised, with the NFA route's tables on random keys, state
+    counts included.
     Limits as on that route: its subset construction reaches one subset per trie node at
     most (a prefix inside an item determines the NFA states), so a chain whose tries fit
     in ``max_states`` never exceeds it there; a larger one is left to that route, which
@@ -616,25 +630,47 @@ def _chain_dfa(regex: str, max_states: int) -> tuple[np.ndarray, np.ndarray] | N
     pieces = split_items(regex)
     if pieces is None:
         return None
-    rows: list[dict[int, int]] = []        # per state: its edges, to local targets
-    offsets: list[int] = []                # per state: its item's first state
+    sources: list[np.ndarray] = []
+    columns: list[np.ndarray] = []
+    targets: list[np.ndarray] = []
+    placed = 0                             # item states placed so far (item k's state s is START + its offset + s)
     trie_states = 1
     for piece in pieces:
-        dag = _item_dag(piece)
-        if dag is None:
+        edges = _item_edges(piece)
+        if edges is None:
             return None
-        trie_size, item_rows = dag
-        if not item_rows:                  # the empty string
+        trie_size, size, src, byte, dst = edges
+        if not size:                       # the empty string
             continue
         trie_states += trie_size
         if trie_states + 1 > max_states:   # (+ the dead state)
             return None                    # the NFA route decides (and raises the limit error)
-        offsets.extend([len(rows)] * len(item_rows))
-        rows.extend(item_rows)
-    final = len(rows)                      # the state after the last item (a local exit is offset + size)
-    rows.append({})
-    offsets.append(0)
-    return _numbered_table(rows, offsets, [False] * final + [True])
+        sources.append(src + (START + placed))
+        columns.append(byte)
+        targets.append(dst + (START + placed))     # (an item's exit is the next item's entry)
+        placed += size
+    table = np.zeros((placed + 2, 256), np.int32)
+    if sources:
+        table[np.concatenate(sources), np.concatenate(columns)] = np.concatenate(targets)
+    accepting = np.zeros(placed + 2, bool)
+    accepting[START + placed] = True
+    return table, accepting
+
+
+@functools.lru_cache(maxsize=16384)
+def _item_edges(piece: str) -> tuple[int, int, np.ndarray, np.ndarray, np.ndarray] | None:
+    """`_item_dag` of one item as arrays: ``(trie states, states, src, byte, dst)``, the
+    edges ``src --byte--> dst`` in local state numbers (``dst == states``: the state after
+    the item; read-only int64 arrays).  None where `_item_dag` is."""
+    dag = _item_dag(piece)
+    if dag is None:
+        return None
+    trie_size, rows = dag
+    triples = [(s, b, t) for s, row in enumerate(rows) for b, t in row.items()]
+    arrays = [np.fromiter((x[i] for x in triples), np.int64, len(triples)) for i in range(3)]
+    for a in arrays:
+        a.setflags(write=False)
+    return trie_size, len(rows), arrays[0], arrays[1], arrays[2]
 
 
 def _numbered_table(rows: Sequence[dict[int, int]], offsets: Sequence[int] | None,

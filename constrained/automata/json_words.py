@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import base64
 import functools
-import hashlib
 import json
 from collections.abc import Sequence
 
@@ -256,7 +255,7 @@ def marker_dfa(regex: str, *, max_states: int, terminal: str | None = None):
     shared token tables), the states past the words are the string automaton's own
     (whose tables every grammar shares), and products with it are minimised as usual.
     Minimising was two thirds of building it."""
-    from constrained.automata.byte_dfa import START, ByteDFA, _trim, compile_regex
+    from constrained.automata.byte_dfa import START, ByteDFA, _text_digest, _trim, compile_regex
 
     excluding, words = parse_marker(regex)
     try:
@@ -271,7 +270,7 @@ def marker_dfa(regex: str, *, max_states: int, terminal: str | None = None):
     # the same words always give the same table: the marker text identifies it, where
     # hashing the table read every live entry (the string automaton's ~150 per state of
     # every word prefix: milliseconds for a few dozen keys)
-    digest = "json-words-" + hashlib.sha256(regex.encode("utf-8", "surrogatepass")).hexdigest()
+    digest = _text_digest("json-words", regex)
     # the string automaton's states past START are its own (words fall off into them)
     string = compile_regex(STRING_REGEX)
     embeds = (string, START + 1, string.num_states) if excluding else None
