@@ -143,3 +143,17 @@ def test_counted_strings_share_tables_by_residual(llama3_vocab) -> None:
         inside, ct, cp = reference_table(llama3_vocab, short, start)
         assert np.array_equal(shared.inside, inside), bound
         assert np.array_equal(shared.cross_toks, ct) and np.array_equal(shared.cross_pos, cp), bound
+
+
+def test_text_identified_automata_are_keyed_by_their_construction_version(monkeypatch) -> None:
+    """Key literals and JSON words markers are identified by their text; the version of
+    their construction is part of the digest, so tables cached on disk for another
+    numbering of the same text are never read for this one."""
+    from constrained.automata import byte_dfa
+
+    regex = byte_dfa.compile_regex.__wrapped__('"(?:a|\\\\u0061)b"')
+    assert regex.digest.startswith("chain-")
+    before = byte_dfa._text_digest("chain", regex.regex)
+    assert before == regex.digest
+    monkeypatch.setattr(byte_dfa, "TEXT_CONSTRUCTION_VERSION", byte_dfa.TEXT_CONSTRUCTION_VERSION + 1)
+    assert byte_dfa._text_digest("chain", regex.regex) != before

@@ -584,11 +584,20 @@ def _finished(regex: str, table: np.ndarray, accepting: np.ndarray, digest: str 
                    digest=_table_digest(table, accepting) if digest is None else digest)
 
 
+# The constructions whose automata are identified by their text (`_chain_dfa`, the JSON
+# words markers): bump when either numbers its states differently, so that token tables
+# cached on disk under the old digests (`TokenTables`, by digest) are not read for the new
+# numbering.
+TEXT_CONSTRUCTION_VERSION = 1
+
+
 def _text_digest(kind: str, text: str) -> str:
     """The digest of an automaton identified by the text it is built from (a chain regex,
     a JSON words marker): the same text always gives the same table, and hashing the
     text costs nothing beside hashing the table."""
-    return f"{kind}-" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    h = hashlib.sha256(f"{kind}/{TEXT_CONSTRUCTION_VERSION}/".encode())
+    h.update(text.encode("utf-8", "surrogatepass"))
+    return f"{kind}-" + h.hexdigest()
 
 
 def _literal_words(regex: str) -> list[bytes] | None:
