@@ -682,15 +682,13 @@ def _item_edges(piece: str) -> tuple[int, int, np.ndarray, np.ndarray, np.ndarra
     return trie_size, len(rows), arrays[0], arrays[1], arrays[2]
 
 
-def _numbered_table(rows: Sequence[dict[int, int]], offsets: Sequence[int] | None,
-                    accepts: Sequence[bool]) -> tuple[np.ndarray, np.ndarray]:
+def _numbered_table(rows: Sequence[dict[int, int]], accepts: Sequence[bool]) -> tuple[np.ndarray, np.ndarray]:
     """``(table, accepting)`` of an automaton that is minimal already, in the canonical
     numbering `_minimize` gives (breadth-first from state 0, each state's targets in byte
     order; dead 0, start 1), the states it does not reach left out.  ``rows[s]`` maps
-    state ``s``'s bytes, in byte order, to their targets less ``offsets[s]`` (0 without
-    ``offsets``); ``accepts[s]`` whether it accepts.  (`_chain_dfa` and `_finite_dfa`:
-    reading the numbering off the edges costs less than `_minimize`'s column classes of a
-    dense table.)"""
+    state ``s``'s bytes, in byte order, to their targets; ``accepts[s]`` whether it
+    accepts.  (`_finite_dfa`: reading the numbering off the edges costs less than
+    `_minimize`'s column classes of a dense table.)"""
     number = [0] * len(rows)
     number[0] = START
     queue = [0]
@@ -698,10 +696,8 @@ def _numbered_table(rows: Sequence[dict[int, int]], offsets: Sequence[int] | Non
     columns: list[int] = []
     targets: list[int] = []
     for s in queue:                        # grows while it is read
-        offset = offsets[s] if offsets is not None else 0
         k_s = number[s]
         for byte, t in rows[s].items():
-            t += offset
             k = number[t]
             if not k:
                 k = number[t] = len(queue) + 1
@@ -835,7 +831,7 @@ def _finite_dfa(words: list[bytes], max_states: int, terminal: str | None) -> tu
     settle(0)
     # the result is minimal already: what remains is the canonical numbering (each state's
     # edges were added in byte order, the words being sorted)
-    return _numbered_table(edges, None, final)
+    return _numbered_table(edges, final)
 
 
 def _table_digest(table: np.ndarray, accepting: np.ndarray) -> str:
