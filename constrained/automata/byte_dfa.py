@@ -577,11 +577,12 @@ def compile_regex(regex: str, *, terminal: str | None = None, max_states: int = 
     return _finished(regex, *_minimize(table, accepting, byte_class))
 
 
-def _finished(regex: str, table: np.ndarray, accepting: np.ndarray, digest: str | None = None) -> ByteDFA:
+def _finished(regex: str, table: np.ndarray, accepting: np.ndarray, digest: str | None = None,
+              embeds: tuple[ByteDFA, int, int] | None = None) -> ByteDFA:
     table.setflags(write=False)
     accepting.setflags(write=False)
     return ByteDFA(transitions=table, accepting=accepting, regex=regex,
-                   digest=_table_digest(table, accepting) if digest is None else digest)
+                   digest=_table_digest(table, accepting) if digest is None else digest, embeds=embeds)
 
 
 # The constructions whose automata are identified by their text (`_chain_dfa`, the JSON
@@ -619,7 +620,7 @@ def _chain_dfa(regex: str, max_states: int) -> tuple[np.ndarray, np.ndarray] | N
 
     Each item is a trie from the state before it whose leaves all go to one state after
     it (prefix-free: no leaf is also an inner node, so this is deterministic), minimised
-    on its own and memoised with its edges as arrays (`_item_edges`: one character's
+    on its own and memoised with its edges as arrays (`_item_dag`: one character's
     JSON spellings recur across every key).  The chain of these minimal DAGs is already
     minimal: no state of one item has the right language of a state of another.
     (Revuz: merging goes backwards from the final state; a first merge across items
@@ -645,7 +646,7 @@ def _chain_dfa(regex: str, max_states: int) -> tuple[np.ndarray, np.ndarray] | N
     placed = 0                             # item states placed so far (item k's state s is START + its offset + s)
     trie_states = 1
     for piece in pieces:
-        edges = _item_edges(piece)
+        edges = _item_dag(piece)
         if edges is None:
             return None
         trie_size, size, src, byte, dst = edges
@@ -664,22 +665,6 @@ def _chain_dfa(regex: str, max_states: int) -> tuple[np.ndarray, np.ndarray] | N
     accepting = np.zeros(placed + 2, bool)
     accepting[START + placed] = True
     return table, accepting
-
-
-@functools.lru_cache(maxsize=16384)
-def _item_edges(piece: str) -> tuple[int, int, np.ndarray, np.ndarray, np.ndarray] | None:
-    """`_item_dag` of one item as arrays: ``(trie states, states, src, byte, dst)``, the
-    edges ``src --byte--> dst`` in local state numbers (``dst == states``: the state after
-    the item; read-only int64 arrays).  None where `_item_dag` is."""
-    dag = _item_dag(piece)
-    if dag is None:
-        return None
-    trie_size, rows = dag
-    triples = [(s, b, t) for s, row in enumerate(rows) for b, t in row.items()]
-    arrays = [np.fromiter((x[i] for x in triples), np.int64, len(triples)) for i in range(3)]
-    for a in arrays:
-        a.setflags(write=False)
-    return trie_size, len(rows), arrays[0], arrays[1], arrays[2]
 
 
 def _numbered_table(rows: Sequence[dict[int, int]], accepts: Sequence[bool]) -> tuple[np.ndarray, np.ndarray]:
@@ -713,18 +698,18 @@ def _numbered_table(rows: Sequence[dict[int, int]], accepts: Sequence[bool]) -> 
 
 
 @functools.lru_cache(maxsize=16384)
-def _item_dag(piece: str) -> tuple[int, tuple[dict[int, int], ...]] | None:
+def _item_dag(piece: str) -> tuple[int, int, np.ndarray, np.ndarray, np.ndarray] | None:
     """The minimal DAG of one item of `_chain_dfa` (its trie, `_item_trie`, with states of
-    equal right language merged), memoised: ``(trie states, rows)``, ``rows[s]`` the
-    ``(byte, target)`` edges of local state ``s`` in byte order, state 0 the entry and
-    target ``len(rows)`` the state after the item; ``rows`` empty for the empty string.
-    None where `_item_trie` is."""
+    equal right language merged), memoised: ``(trie states, states, src, byte, dst)``,
+    the edges ``src --byte--> dst`` in local state numbers (read-only int64 arrays), state
+    0 the entry and ``dst == states`` the state after the item; no states for the empty
+    string.  None where `_item_trie` is."""
     trie = _item_trie(piece)
     if trie is None:
         return None
     inner, steps = trie
     if not steps:
-        return 0, ()
+        return 0, 0, _NO_EDGES, _NO_EDGES, _NO_EDGES
     edges: list[dict[int, int]] = [{} for _ in range(inner + 1)]
     exit_ = inner + 1
     for parent, byte, child in steps:
@@ -739,8 +724,15 @@ def _item_dag(piece: str) -> tuple[int, tuple[dict[int, int], ...]] | None:
     kept = sorted({canon[s] for s in range(inner + 1)})        # the entry (0) first
     local = {s: i for i, s in enumerate(kept)}
     local[exit_] = len(kept)
-    rows = tuple(dict(sorted((b, local[canon[t]]) for b, t in edges[s].items())) for s in kept)
-    return inner + 1, rows          # (shared by every chain: read, never changed)
+    triples = [(i, b, local[canon[t]]) for i, s in enumerate(kept) for b, t in edges[s].items()]
+    arrays = [np.fromiter((x[k] for x in triples), np.int64, len(triples)) for k in range(3)]
+    for a in arrays:
+        a.setflags(write=False)     # (shared by every chain: read, never changed)
+    return inner + 1, len(kept), arrays[0], arrays[1], arrays[2]
+
+
+_NO_EDGES = np.zeros(0, np.int64)
+_NO_EDGES.setflags(write=False)
 
 
 def _item_trie(piece: str) -> tuple[int, tuple[tuple[int, int, int], ...]] | None:

@@ -255,7 +255,7 @@ def marker_dfa(regex: str, *, max_states: int, terminal: str | None = None):
     shared token tables), the states past the words are the string automaton's own
     (whose tables every grammar shares), and products with it are minimised as usual.
     Minimising was two thirds of building it."""
-    from constrained.automata.byte_dfa import START, ByteDFA, _text_digest, _trim, compile_regex
+    from constrained.automata.byte_dfa import START, _finished, _text_digest, _trim, compile_regex
 
     excluding, words = parse_marker(regex)
     try:
@@ -264,9 +264,6 @@ def marker_dfa(regex: str, *, max_states: int, terminal: str | None = None):
         raise CompileLimitError(e.reason, limit=e.limit, value=e.value, terminal=terminal) from None
     if not trimmed:
         table = _trim(table, accepting)
-    table = np.ascontiguousarray(table, dtype=np.int32)
-    table.setflags(write=False)
-    accepting.setflags(write=False)
     # the same words always give the same table: the marker text identifies it, where
     # hashing the table read every live entry (the string automaton's ~150 per state of
     # every word prefix: milliseconds for a few dozen keys)
@@ -274,4 +271,4 @@ def marker_dfa(regex: str, *, max_states: int, terminal: str | None = None):
     # the string automaton's states past START are its own (words fall off into them)
     string = compile_regex(STRING_REGEX)
     embeds = (string, START + 1, string.num_states) if excluding else None
-    return ByteDFA(transitions=table, accepting=accepting, regex=regex, digest=digest, embeds=embeds)
+    return _finished(regex, np.ascontiguousarray(table, dtype=np.int32), accepting, digest=digest, embeds=embeds)
