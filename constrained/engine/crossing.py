@@ -116,7 +116,6 @@ class CrossingSets:
         self.lengths = lengths
         self.size = size
         self.split_stride = int(lengths.max()) + 1 if lengths.size else 1
-        self._roots: dict[tuple[str, int], CrossingSet] = {}
         self._by_content: dict[bytes, CrossingSet] = {}
         self._lock = threading.Lock()
 
@@ -152,11 +151,3 @@ class CrossingSets:
                 hit = CrossingSet(len(self._by_content), toks, offs, self)
                 self._by_content[digest] = hit
             return hit
-
-    def root(self, dfa: ByteDFA, state: int, cross_toks: np.ndarray, cross_pos: np.ndarray) -> CrossingSet:
-        """The crossing candidates of ``state`` of ``dfa`` (from its token table)."""
-        key = (dfa.digest, state)
-        hit = self._roots.get(key)
-        if hit is None:
-            hit = self._roots[key] = self.intern_set(cross_toks, cross_pos)
-        return hit

@@ -73,7 +73,7 @@ class StateTokenTable:
     few inside tokens (a key literal's states) keeps them as ``inside_ids`` (sorted
     int32) and makes ``inside`` only when asked for it."""
 
-    __slots__ = ("_inside", "inside_ids", "cross_toks", "cross_pos", "_size")
+    __slots__ = ("_inside", "inside_ids", "cross_toks", "cross_pos", "_size", "crossing")
 
     def __init__(self, inside: np.ndarray | None, cross_toks: np.ndarray, cross_pos: np.ndarray,
                  inside_ids: np.ndarray | None = None, size: int = 0) -> None:
@@ -82,6 +82,7 @@ class StateTokenTable:
         self.cross_toks = cross_toks     # token ids (int32) with a split point and not inside
         self.cross_pos = cross_pos       # byte offset of the split point (int32)
         self._size = size
+        self.crossing: CrossingSet | None = None     # the crossing candidates as a set (`crossing_root`)
 
     @staticmethod
     def of_walk(walked: tuple, size: int) -> StateTokenTable:
@@ -158,7 +159,14 @@ class TokenTables:
             shown = dfa.regex if len(dfa.regex) <= 80 else dfa.regex[:80] + "..."
             raise timeout_error(what=f"the token table of state {state} of /{shown}/")
         if table is None and np.count_nonzero(dfa.transitions[state]) < SHARE_MIN_LIVE_BYTES:
-            table = per[state] = self._scan_table(dfa, state)   # cheap: few tokens to scan
+            key = small_residual_digest(dfa, state)
+            if key is None:
+                table = per[state] = self._scan_table(dfa, state)   # cheap: few tokens to scan
+            else:                      # a lexeme's last bytes: every token below them crosses
+                table = self._by_residual.get(key)
+                if table is None:
+                    table = self._by_residual[key] = self._scan_table(dfa, state)
+                per[state] = table
         if table is None:
             ref = reference_state(dfa, state, self.tokens_per_first_byte)
             if ref is not None:     # a body state's table and a short scan: cheaper than the residual's digest
@@ -191,7 +199,10 @@ class TokenTables:
     def crossing_root(self, dfa: ByteDFA, state: int) -> CrossingSet:
         """The crossing candidates of ``state`` of ``dfa`` as a `CrossingSet` (shared)."""
         table = self.get(dfa, state)
-        return self.crossing.root(dfa, state, table.cross_toks, table.cross_pos)
+        found = table.crossing
+        if found is None:      # (a table shared by residual shares its set too: no content hash)
+            found = table.crossing = self.crossing.intern_set(table.cross_toks, table.cross_pos)
+        return found
 
     def ensure(self, dfa: ByteDFA) -> dict[int, StateTokenTable]:
         """Load or compute the tables of every live state of ``dfa``."""
@@ -328,8 +339,6 @@ def residual_digest(dfa: ByteDFA, state: int, successors: list[list[int]] | None
     byte leading there.  ``successors`` (`successor_lists` of ``dfa``) walks it state by
     state; without it the walk goes level by level in numpy (same numbering, no
     per-state Python: a pattern's DFA can have thousands of states)."""
-    import hashlib
-
     table = dfa.transitions
     if successors is not None:
         number = {0: 0, state: 1}
@@ -362,11 +371,58 @@ def residual_digest(dfa: ByteDFA, state: int, successors: list[list[int]] | None
             if max_states is not None and reached > max_states:
                 return None
         order = np.concatenate(levels)
+    return _digest_in_order(dfa, order)
+
+
+def _digest_in_order(dfa: ByteDFA, order: np.ndarray) -> str:
+    """The digest of the residual whose states, in `residual_digest`'s canonical order,
+    are ``order``."""
+    import hashlib
+
     renumber = np.zeros(dfa.num_states, dtype=np.int32)
     renumber[order] = np.arange(1, len(order) + 1, dtype=np.int32)
-    h = hashlib.sha256(renumber[table[order]].tobytes())
+    h = hashlib.sha256(renumber[dfa.transitions[order]].tobytes())
     h.update(dfa.accepting[order].tobytes())
     return h.hexdigest()
+
+
+SMALL_RESIDUAL_STATES = 6
+
+
+def small_residual_digest(dfa: ByteDFA, state: int, limit: int = SMALL_RESIDUAL_STATES) -> str | None:
+    """`residual_digest` of ``state`` where a byte it reads ends a lexeme and at most
+    ``limit`` states are reachable from it (the walk stops there); else None.
+
+    Such a state is the last byte of a literal (a key's closing quote, the ``e`` of
+    ``true``) or of a short tail: each one's table is a walk of the whole subtree of that
+    byte in the vocabulary's trie (every token starting with ``"`` crosses out of a
+    key), the same for every key of every schema, which the digest shares.  A state
+    none of whose bytes accept is left alone: its walk is short (a key's next letter).
+
+    Example:
+        >>> from constrained.automata.byte_dfa import compile_regex
+        >>> a, b = compile_regex('"ab"'), compile_regex('"xyz"')
+        >>> last = lambda d, text: d.run(text)
+        >>> small_residual_digest(a, last(a, b'"ab')) == small_residual_digest(b, last(b, b'"xyz'))
+        True
+        >>> small_residual_digest(a, a.start) is None
+        True
+    """
+    table, accepting = dfa.transitions, dfa.accepting
+    row = table[state]
+    if not accepting[row[row != 0]].any():
+        return None
+    number = {0: 0, state: 1}
+    queue = [state]
+    for q in queue:            # breadth first, successors in order of the first byte: as residual_digest
+        r = table[q]
+        for s in dict.fromkeys(r[r != 0].tolist()):
+            if s not in number:
+                if len(queue) >= limit:
+                    return None
+                number[s] = len(queue) + 1
+                queue.append(s)
+    return _digest_in_order(dfa, np.asarray(queue, dtype=np.int64))
 
 
 def successor_lists(dfa: ByteDFA) -> list[list[int]]:
