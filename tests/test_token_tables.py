@@ -162,16 +162,16 @@ def test_text_identified_automata_are_keyed_by_their_construction_version(monkey
 def test_the_last_bytes_of_literals_share_one_table_and_crossing_set(llama3_vocab) -> None:
     """The state before a key's closing quote (or ``true``'s ``e``) reads one byte that
     ends the lexeme: every token below that byte crosses, the same for every literal.
-    `TokenTables.get` shares that table by its small residual and `crossing_root` its
-    crossing set; both equal the reference scan of each automaton's own state."""
-    from constrained.engine.token_tables import small_residual_digest
+    `TokenTables.get` shares that table by the byte and `crossing_root` its crossing
+    set; both equal the reference scan of each automaton's own state."""
+    from constrained.engine.token_tables import last_byte_key
     from constrained.json_schema.compile.literals import json_literal_regex
 
     tables = TokenTables(llama3_vocab, None)
     a, b = compile_regex(json_literal_regex("firstName")), compile_regex(json_literal_regex("zip"))
     qa, qb = a.run(b'"firstName'), b.run(b'"zip')
-    assert small_residual_digest(a, qa) == small_residual_digest(b, qb) is not None
-    assert small_residual_digest(a, a.run(b'"first')) is None     # no byte ends the key there
+    assert last_byte_key(a, a.transitions[qa]) == last_byte_key(b, b.transitions[qb]) is not None
+    assert last_byte_key(a, a.transitions[a.run(b'"first\\u00')]) is None   # a hex digit, not the end
     shared = tables.get(a, qa)
     assert tables.get(b, qb) is shared
     assert tables.crossing_root(b, qb) is tables.crossing_root(a, qa)
@@ -184,3 +184,5 @@ def test_the_last_bytes_of_literals_share_one_table_and_crossing_set(llama3_voca
         assert sorted(zip(root.toks.tolist(), root.offs.tolist())) == sorted(zip(ct.tolist(), cp.tolist()))
     t, f = compile_regex("true"), compile_regex("false")
     assert tables.get(t, t.run(b"tru")) is tables.get(f, f.run(b"fals"))
+    n = compile_regex("[0-9]+")        # one byte read, but the state after it reads more
+    assert last_byte_key(n, n.transitions[n.start]) is None

@@ -158,15 +158,18 @@ class TokenTables:
         if table is None and remaining() == 0.0:       # a deadline is open and has passed
             shown = dfa.regex if len(dfa.regex) <= 80 else dfa.regex[:80] + "..."
             raise timeout_error(what=f"the token table of state {state} of /{shown}/")
-        if table is None and np.count_nonzero(dfa.transitions[state]) < SHARE_MIN_LIVE_BYTES:
-            key = small_residual_digest(dfa, state)
-            if key is None:
-                table = per[state] = self._scan_table(dfa, state)   # cheap: few tokens to scan
-            else:                      # a lexeme's last bytes: every token below them crosses
-                table = self._by_residual.get(key)
-                if table is None:
-                    table = self._by_residual[key] = self._scan_table(dfa, state)
-                per[state] = table
+        if table is None:
+            row = dfa.transitions[state]
+            live = np.count_nonzero(row)
+            if live < SHARE_MIN_LIVE_BYTES:
+                key = last_byte_key(dfa, row) if live == 1 else None
+                if key is None:
+                    table = per[state] = self._scan_table(dfa, state)   # cheap: few tokens to scan
+                else:                  # a lexeme's last byte: every token below it crosses
+                    table = self._by_residual.get(key)
+                    if table is None:
+                        table = self._by_residual[key] = self._scan_table(dfa, state)
+                    per[state] = table
         if table is None:
             ref = reference_state(dfa, state, self.tokens_per_first_byte)
             if ref is not None:     # a body state's table and a short scan: cheaper than the residual's digest
@@ -339,6 +342,8 @@ def residual_digest(dfa: ByteDFA, state: int, successors: list[list[int]] | None
     byte leading there.  ``successors`` (`successor_lists` of ``dfa``) walks it state by
     state; without it the walk goes level by level in numpy (same numbering, no
     per-state Python: a pattern's DFA can have thousands of states)."""
+    import hashlib
+
     table = dfa.transitions
     if successors is not None:
         number = {0: 0, state: 1}
@@ -371,58 +376,36 @@ def residual_digest(dfa: ByteDFA, state: int, successors: list[list[int]] | None
             if max_states is not None and reached > max_states:
                 return None
         order = np.concatenate(levels)
-    return _digest_in_order(dfa, order)
-
-
-def _digest_in_order(dfa: ByteDFA, order: np.ndarray) -> str:
-    """The digest of the residual whose states, in `residual_digest`'s canonical order,
-    are ``order``."""
-    import hashlib
-
     renumber = np.zeros(dfa.num_states, dtype=np.int32)
     renumber[order] = np.arange(1, len(order) + 1, dtype=np.int32)
-    h = hashlib.sha256(renumber[dfa.transitions[order]].tobytes())
+    h = hashlib.sha256(renumber[table[order]].tobytes())
     h.update(dfa.accepting[order].tobytes())
     return h.hexdigest()
 
 
-SMALL_RESIDUAL_STATES = 6
+def last_byte_key(dfa: ByteDFA, row: np.ndarray) -> str | None:
+    """The key under which `TokenTables` shares the table of a state whose row ``row``
+    reads one byte, into an accepting state that reads nothing more; else None.
 
-
-def small_residual_digest(dfa: ByteDFA, state: int, limit: int = SMALL_RESIDUAL_STATES) -> str | None:
-    """`residual_digest` of ``state`` where a byte it reads ends a lexeme and at most
-    ``limit`` states are reachable from it (the walk stops there); else None.
-
-    Such a state is the last byte of a literal (a key's closing quote, the ``e`` of
-    ``true``) or of a short tail: each one's table is a walk of the whole subtree of that
-    byte in the vocabulary's trie (every token starting with ``"`` crosses out of a
-    key), the same for every key of every schema, which the digest shares.  A state
-    none of whose bytes accept is left alone: its walk is short (a key's next letter).
+    Such a state is the last byte of a literal (before a key's closing quote, the ``e``
+    of ``true``): the tokens equal to that byte are inside and every longer token
+    starting with it crosses after one byte, so its table depends on the byte alone.
+    On Llama 3 over a thousand tokens start with ``"``, and the walk of that subtree was
+    repeated for every fresh key of every schema at the mask just before its closing
+    quote.  (The residual digest would find the same table at about the cost of the walk.)
 
     Example:
         >>> from constrained.automata.byte_dfa import compile_regex
         >>> a, b = compile_regex('"ab"'), compile_regex('"xyz"')
-        >>> last = lambda d, text: d.run(text)
-        >>> small_residual_digest(a, last(a, b'"ab')) == small_residual_digest(b, last(b, b'"xyz'))
-        True
-        >>> small_residual_digest(a, a.start) is None
-        True
+        >>> key = lambda d, text: last_byte_key(d, d.transitions[d.run(text)])
+        >>> key(a, b'"ab'), key(b, b'"xyz'), key(a, b'"a')
+        ('last-byte:34', 'last-byte:34', None)
     """
-    table, accepting = dfa.transitions, dfa.accepting
-    row = table[state]
-    if not accepting[row[row != 0]].any():
+    byte = int(row.argmax())
+    after = int(row[byte])
+    if after == 0 or not dfa.accepting[after] or dfa.transitions[after].any():
         return None
-    number = {0: 0, state: 1}
-    queue = [state]
-    for q in queue:            # breadth first, successors in order of the first byte: as residual_digest
-        r = table[q]
-        for s in dict.fromkeys(r[r != 0].tolist()):
-            if s not in number:
-                if len(queue) >= limit:
-                    return None
-                number[s] = len(queue) + 1
-                queue.append(s)
-    return _digest_in_order(dfa, np.asarray(queue, dtype=np.int64))
+    return f"last-byte:{byte}"
 
 
 def successor_lists(dfa: ByteDFA) -> list[list[int]]:
