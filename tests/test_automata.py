@@ -771,6 +771,22 @@ def test_key_literal_chains_equal_the_reference(text: str) -> None:
 
 
 
+_REGEX_CHARS = st.sampled_from(list('ab"\\u0[]()|?*+{}.^$-') + ["(?:", "\\\\u0061", "\\u0061", "\\x41", "\n"])
+
+
+@settings(max_examples=400, deadline=None, derandomize=True)
+@given(parts=st.lists(_REGEX_CHARS, max_size=14), text=st.text(_KEY_CHARS, max_size=6))
+def test_split_items_fast_path_cuts_as_the_loop(parts, text) -> None:
+    """`split_items` cuts a regex with one regular-expression pass where it covers the
+    whole regex; the items (or None) are those of the character loop it replaces, on
+    random regex text and on key literals."""
+    from constrained.automata.regex_parser import _split_items_loop, split_items
+    from constrained.json_schema.compile.literals import json_literal_regex
+
+    for regex in ("".join(parts), json_literal_regex(text)):
+        assert split_items(regex) == _split_items_loop(regex), regex
+
+
 def _prefix_free(words: set[str]) -> bool:
     return all(not (a != b and b.startswith(a)) for a in words for b in words)
 
