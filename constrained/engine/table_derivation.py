@@ -66,8 +66,7 @@ def reference_state(dfa: ByteDFA, state: int, tokens_per_byte: np.ndarray | None
     live = row[row != 0]
     if live.size == 0:
         return None
-    targets, counts = np.unique(live, return_counts=True)
-    ref = int(targets[np.argmax(counts)])
+    ref = int(np.bincount(live).argmax())        # (the smallest of the most frequent, as np.unique's)
     if ref == state:
         return None
     ref_row = dfa.transitions[ref]
