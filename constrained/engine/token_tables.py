@@ -161,15 +161,9 @@ class TokenTables:
         if table is None:
             row = dfa.transitions[state]
             live = np.count_nonzero(row)
-            if live < SHARE_MIN_LIVE_BYTES:
+            if live < SHARE_MIN_LIVE_BYTES:      # few tokens to scan, unless a lexeme's last byte
                 key = last_byte_key(dfa, row) if live == 1 else None
-                if key is None:
-                    table = per[state] = self._scan_table(dfa, state)   # cheap: few tokens to scan
-                else:                  # a lexeme's last byte: every token below it crosses
-                    table = self._by_residual.get(key)
-                    if table is None:
-                        table = self._by_residual[key] = self._scan_table(dfa, state)
-                    per[state] = table
+                table = per[state] = self._scan_table(dfa, state) if key is None else self._shared(key, dfa, state)
         if table is None:
             ref = reference_state(dfa, state, self.tokens_per_first_byte)
             if ref is not None:     # a body state's table and a short scan: cheaper than the residual's digest
@@ -179,13 +173,15 @@ class TokenTables:
                 key = residual_digest(dfa, state)
             else:
                 key = residual_digest(dfa, state, max_states=SHARE_MAX_RESIDUAL, max_depth=SHARE_MAX_DEPTH)
-            if key is None:            # a long residual: its own table
-                table = per[state] = self._scan_table(dfa, state)
-                return table
-            table = self._by_residual.get(key)
-            if table is None:
-                table = self._by_residual[key] = self._scan_table(dfa, state)
-            per[state] = table
+            table = per[state] = self._scan_table(dfa, state) if key is None else self._shared(key, dfa, state)
+        return table
+
+    def _shared(self, key: str, dfa: ByteDFA, state: int) -> StateTokenTable:
+        """The table every state of residual identity ``key`` shares (`residual_digest`,
+        `last_byte_key`), scanned from ``state`` when it is the first one."""
+        table = self._by_residual.get(key)
+        if table is None:
+            table = self._by_residual[key] = self._scan_table(dfa, state)
         return table
 
     def load_cached(self, dfa: ByteDFA) -> bool:
