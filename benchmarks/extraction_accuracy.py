@@ -20,7 +20,9 @@ Scored per *field* of the instance: exact match of the extracted member (same JS
 value: ``"587"`` is not ``587``); a missing member is wrong.  Also: the share of
 tasks whose every field matches, outputs that do not validate against the schema
 (``invalid``: jsonschema with format checking, the draft's validator; must be 0),
-texts that raised (``errors``), output tokens per second (the value re-encoded) and the wall time per text (`extract`, one text at a
+texts that raised (``errors``; each text's budget is ``--max-tokens``, raised to the
+shortest output plus a slack where some mode has no output within it, the same for every
+mode: `task_budget`), output tokens per second (the value re-encoded) and the wall time per text (`extract`, one text at a
 time; compiling each text's grounded grammar included; the modes alternate their order
 per task, so none gets all the warm caches).
 
@@ -163,10 +165,11 @@ def run(model: str, n_tasks: int, max_tokens: int, data: Path = DATA, log: Path 
     results = {mode: [] for mode in modes}
     seconds = {mode: 0.0 for mode in modes}
     for i, task in enumerate(rows):
+        budget = task_budget(lm, task, max_tokens, modes)
         for mode in (modes if i % 2 == 0 else modes[::-1]):
             t0 = time.perf_counter()
             try:
-                value = constrained.extract(task["schema"], task["text"], model=lm, max_tokens=max_tokens,
+                value = constrained.extract(task["schema"], task["text"], model=lm, max_tokens=budget,
                                             **MODE_OPTIONS[mode])
             except Exception as e:  # noqa: BLE001 - recorded per text
                 value = e
@@ -174,6 +177,7 @@ def run(model: str, n_tasks: int, max_tokens: int, data: Path = DATA, log: Path 
             seconds[mode] += took
             row = score(task, value)
             row["seconds"] = took
+            row["max_tokens"] = budget
             row["tokens"] = len(lm.vocab.encode(json.dumps(value, ensure_ascii=False, separators=(",", ":")))) \
                 if row["output"] is not None else 0
             results[mode].append(row)
@@ -184,8 +188,27 @@ def run(model: str, n_tasks: int, max_tokens: int, data: Path = DATA, log: Path 
             f"{m}: {sum(r['correct'] for r in results[m])}/{sum(r['fields'] for r in results[m])}" for m in modes),
             flush=True)
     return {"environment": environment(lm), "model": model, "tasks": len(rows), "max_tokens": max_tokens,
+            "budgets_raised": sum(r["max_tokens"] > max_tokens for r in results[modes[0]]),
             "absent": absent, "modes": {m: MODE_OPTIONS[m] for m in modes},
             "per_task": {m: results[m] for m in modes}, "summary": {m: summary(results[m]) for m in modes}}
+
+
+def task_budget(lm, task: dict, max_tokens: int, modes) -> int:
+    """The budget every mode gets for ``task``: ``max_tokens``, raised where some mode's
+    grammar (its schema, grounded in the task's text or not, every member asked for or
+    not) has no output within it (`constrained.bench.jsonschemabench.budget_for`: the
+    shortest output plus a slack), so no text fails for a budget nothing fits in."""
+    from constrained import compile_grammar
+    from constrained.app import decoding_schema, extraction_grammar
+    from constrained.bench.jsonschemabench import budget_for
+
+    budget = max_tokens
+    for mode in modes:
+        options = MODE_OPTIONS[mode]
+        decoded, _ = decoding_schema(task["schema"], bool(options.get("complete")))
+        grammar = extraction_grammar(decoded, task["text"], grounded=options.get("grounded", False))
+        budget = max(budget, budget_for(compile_grammar(grammar, lm.vocab, cache_dir=None).matcher(), max_tokens))
+    return budget
 
 
 def from_log(log: Path, model: str = "default", data: Path = DATA) -> dict:

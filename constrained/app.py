@@ -392,9 +392,14 @@ def object_where_declared(json_schema: Any) -> Any:
     return json_schema
 
 
-def _decoding_schema(json_schema: Any, complete: bool) -> tuple[Any, list[tuple[str, ...]]]:
+def decoding_schema(json_schema: Any, complete: bool = False) -> tuple[Any, list[tuple[str, ...]]]:
     """The schema `extract` decodes with (`object_where_declared`, and `complete_schema`
-    with ``complete``) and the members asked for."""
+    with ``complete``) and the members asked for.
+
+    Example:
+        >>> decoding_schema({"properties": {"a": {"type": "integer"}}})
+        ({'properties': {'a': {'type': 'integer'}}, 'type': 'object'}, [])
+    """
     decoded = object_where_declared(json_schema)
     return complete_schema(decoded) if complete else (decoded, [])
 
@@ -477,7 +482,7 @@ def extract(schema: Any, text: str, *, model=None, instructions: str | None = No
         {'name': 'Ada Lovelace', 'email': 'ada@example.org'}"""
     json_schema, pydantic_class = load_schema(schema)
     lm = _language_model(model)
-    decoded, asked = _decoding_schema(json_schema, complete)
+    decoded, asked = decoding_schema(json_schema, complete)
     grammar = extraction_grammar(decoded, text, grounded=grounded, **schema_options)
     prompt = _extraction_prompt(lm, json_schema, text, instructions)
     output = _finished_text(lm, _run(lm, prompt, grammar, sampler, max_tokens, seed, progress, speculative),
@@ -510,7 +515,7 @@ def extract_many(schema: Any, texts: list[str], *, model=None, instructions: str
         raise ValueError(f"batch_size must be >= 1, not {batch_size}")
     json_schema, pydantic_class = load_schema(schema)
     lm = _language_model(model)
-    decoded, asked = _decoding_schema(json_schema, complete)
+    decoded, asked = decoding_schema(json_schema, complete)
     per_text = grounded or _asks_grounding(json_schema)
     shared = None if per_text else _compiled(extraction_grammar(decoded, **schema_options), lm)
     sampler = sampler or default_sampler()

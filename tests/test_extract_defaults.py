@@ -58,3 +58,29 @@ def test_declared_properties_make_the_root_an_object():
         value = extract(schema, "Its bar: Hello. We recorded 123 as the baz.", model=lm, max_tokens=40,
                         complete=complete)
         assert isinstance(value, dict) and jsonschema.Draft6Validator(schema).is_valid(value)
+
+
+def test_the_extraction_benchmark_gives_each_text_a_budget_its_shortest_output_fits() -> None:
+    """benchmarks/extraction_accuracy.py: a text whose every valid output needs more tokens
+    than ``--max-tokens`` failed in every mode (a harness error, not the model's or the
+    engine's); `task_budget` raises such a text's budget, the same for every mode, to the
+    longest of the modes' shortest outputs plus the slack, and leaves the others alone."""
+    import sys
+    from pathlib import Path
+
+    from constrained.bench.jsonschemabench import BUDGET_SLACK
+
+    bench = str(Path(__file__).resolve().parents[1] / "benchmarks")
+    if bench not in sys.path:
+        sys.path.insert(0, bench)
+    import extraction_accuracy
+
+    lm = LanguageModel.tiny()          # a byte vocabulary: one token per byte
+    task = {"schema": {"type": "object", "properties": {"a": {"type": "string", "minLength": 40},
+                                                         "b": {"type": "integer"}}, "required": ["a"]},
+            "text": "The a is " + "x" * 50 + ". The b is 7."}
+    modes = ("ungrounded", "grounded", "complete", "grounded-complete")
+    assert extraction_accuracy.task_budget(lm, task, 128, modes) == 128
+    # shortest outputs: {"a":"x...x"} (48 bytes); asked for every member: {"a":"x...x","b":0} (54)
+    assert extraction_accuracy.task_budget(lm, task, 16, ("ungrounded", "grounded")) == 48 + BUDGET_SLACK
+    assert extraction_accuracy.task_budget(lm, task, 16, modes) == 54 + BUDGET_SLACK

@@ -154,23 +154,23 @@ def _is_valid(schema, value) -> bool:
         return False
 
 
-def _budget_for(matcher, max_tokens: int) -> int:
-    """``max_tokens``, raised where the schema's shortest instance needs more (plus
+def budget_for(matcher, max_tokens: int) -> int:
+    """``max_tokens``, raised where the shortest output ``matcher`` accepts needs more (plus
     `BUDGET_SLACK`): a budget no valid output fits would measure the harness, not the
-    engine or the model."""
+    engine or the model.  Also used by ``benchmarks/extraction_accuracy.py``."""
     shortest = matcher.completion_tokens()
     return max_tokens if shortest is None else max(max_tokens, len(shortest) + BUDGET_SLACK)
 
 
 def token_budget(lm, schema: Any, max_tokens: int, compile_timeout: float) -> int:
-    """The budget both modes get for ``schema`` (see `_budget_for`; ``max_tokens`` if it
+    """The budget both modes get for ``schema`` (see `budget_for`; ``max_tokens`` if it
     does not compile)."""
     from constrained import Grammar, compile_grammar
 
     try:
         with _Deadline(compile_timeout):
             compiled = compile_grammar(Grammar.from_json_schema(schema, **SCHEMA_OPTIONS), lm.vocab)
-            return _budget_for(compiled.matcher(), max_tokens)
+            return budget_for(compiled.matcher(), max_tokens)
     except Exception:                    # noqa: BLE001 - recorded by the constrained run of the schema
         return max_tokens
 
@@ -208,7 +208,7 @@ def run_one(lm, record: dict, mode: str, *, max_tokens: int, compile_timeout: fl
             return {**out, "compiled": False, "outcome": "crash", "error": traceback.format_exc()[-2000:]}
         out["gct_s"] = time.perf_counter() - t0
         out["compiled"] = True
-        max_tokens = _budget_for(constraint, max_tokens)
+        max_tokens = budget_for(constraint, max_tokens)
     prompt, cut = prompt_for(lm, schema, max_prompt_tokens)
     out.update(prompt_tokens=len(prompt), prompt_truncated=cut)
     t0 = time.perf_counter()
