@@ -246,6 +246,9 @@ class _Profiles:
         self._longer: dict[int, np.ndarray] = {}
         self._unions: dict[tuple, np.ndarray] = {}
         self._plain: np.ndarray | None = None
+        self._by_length = order                       # token ids, longest first (`longer_ids`)
+        self._sorted_lengths = lengths[order]
+        self._longer_ids: dict[int, np.ndarray | None] = {}
         self._vocab = vocab
         self.lengths = lengths
         for start in (OUT, STR, ESC):
@@ -371,6 +374,20 @@ class _Profiles:
             hit[special.any(axis=1) | (follow[:, 0] if mat.shape[1] else False) | (lengths == 0)] = -1
             hit.setflags(write=False)
             self._plain = hit
+        return hit
+
+    def longer_ids(self, room: int, limit: int = 2048) -> np.ndarray | None:
+        """Ids (ascending) of the tokens of more than ``room`` bytes (memoised); None when there are
+        more than ``limit`` of them (then the packed `longer` costs less).  Far from a
+        ``maxLength`` only the vocabulary's longest tokens can run past it: a handful of
+        ids, where the packed set would make the candidates depend on the exact room."""
+        hit = self._longer_ids.get(room, _NONE)
+        if hit is _NONE:
+            count = int(np.count_nonzero(self._sorted_lengths[:limit + 1] > room))
+            hit = None if count > limit else np.sort(self._by_length[:count]).astype(np.int64)
+            if len(self._longer_ids) > 512:
+                self._longer_ids.clear()
+            self._longer_ids[room] = hit
         return hit
 
     def longer(self, room: int) -> np.ndarray:
@@ -781,7 +798,8 @@ class JsonValueChecks:
 
         ``key`` identifies ``mask`` (the grammar state id): results are memoised per
         (key, string mode, closes needed, prefix checks live); ``text`` (the bytes so far)
-        tells how many characters a string with a maxLength may still take."""
+        tells how many characters a string with a maxLength may still take.  An id may
+        appear twice (the callers only read them)."""
         frames, mode = state[0], state[1]
         deepest = max((k for k, f in enumerate(frames) if f[2] is not None), default=-1)
         internal = deepest >= 0 or (not frames and self.root is not None)
@@ -834,18 +852,27 @@ class JsonValueChecks:
         if mode != OUT and state[4] >= 0:
             left = self.chars_left(state, text) if text is not None else 0
             room = max(0, left)
-        memo_key = None if key is None else (key, mode, r, commas, ends, keys, room, vocab.content_hash())
-        hit = self._candidates.get(memo_key) if memo_key is not None else None
-        if hit is not None:
-            if dup_ends or dup_keys:
-                return self._repeat_candidates(hit, mask, vocab, key, mode, dup_ends, dup_keys, spellings, starts)
-            return hit
-        sel = _profiles(vocab).union(mode, r, opens, commas, ends, keys, room)
-        out = _ids(sel & mask[: sel.size])
-        if memo_key is not None:
-            if len(self._candidates) > 65536:
-                self._candidates.clear()
-            self._candidates[memo_key] = out
+        prof = _profiles(vocab)
+        # the few tokens longer than the room are added apart, so the memoised rest does
+        # not change with every character of a string read towards its maxLength
+        longer = prof.longer_ids(room) if room >= 0 else None
+        packed_room = -1 if longer is not None else room
+        memo_key = None if key is None else (key, mode, r, commas, ends, keys, packed_room, vocab.content_hash())
+        out = self._candidates.get(memo_key) if memo_key is not None else None
+        if out is None:
+            sel = prof.union(mode, r, opens, commas, ends, keys, packed_room)
+            out = _ids(sel & mask[: sel.size])
+            if memo_key is not None:
+                if len(self._candidates) > 65536:
+                    self._candidates.clear()
+                self._candidates[memo_key] = out
+        if longer is not None and longer.size:
+            words = mask.view(np.uint32)
+            inside = longer < words.size * 32
+            longer = longer[inside]
+            longer = longer[((words[longer >> 5] >> (longer & 31).astype(np.uint32)) & 1).astype(bool)]
+            if longer.size:             # (ids may repeat: the callers only read them)
+                out = np.concatenate([out, longer])
         if dup_ends or dup_keys:
             out = self._repeat_candidates(out, mask, vocab, key, mode, dup_ends, dup_keys, spellings, starts)
         return out
