@@ -203,7 +203,7 @@ def task_budget(lm, task: dict, max_tokens: int, modes) -> int:
     from constrained.bench.jsonschemabench import budget_for
 
     budget = max_tokens
-    for mode in modes:
+    for mode in modes:      # (compiled apart from `extract`'s cache: its compile stays in the timed s/text)
         options = MODE_OPTIONS[mode]
         decoded, _ = decoding_schema(task["schema"], bool(options.get("complete")))
         grammar = extraction_grammar(decoded, task["text"], grounded=options.get("grounded", False))

@@ -128,6 +128,17 @@ def unpack_mask(mask: np.ndarray, vocab_size: int) -> np.ndarray:
     return bits[..., :vocab_size]
 
 
+def token_bits(mask: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Bool per id of ``ids`` (int64 token ids): whether the 1-D packed ``mask`` has its bit
+    set; reads only the words of those ids (no unpacking of the whole mask).
+
+    Example:
+        >>> token_bits(pack_token_ids(np.array([3, 40]), 64), np.array([3, 4, 40])).tolist()
+        [True, False, True]
+    """
+    return ((mask[ids >> 5] >> (ids & 31)) & 1).astype(bool)
+
+
 def allowed_token_ids(mask: np.ndarray, vocab_size: int | None = None) -> np.ndarray:
     """Sorted ids of the allowed tokens of a 1-D packed mask."""
     v = vocab_size if vocab_size is not None else mask.size * 32

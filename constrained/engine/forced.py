@@ -30,6 +30,7 @@ import bisect
 import numpy as np
 
 from constrained.engine.recognizer import DEAD_STATE, Recognizer
+from constrained.masks import token_bits
 
 LOOKBACK_TOKENS = 4
 _MASK_THRESHOLD = 256
@@ -97,9 +98,7 @@ def _straddle_cut(rec: Recognizer, sid: int, forced: bytes, index: _SortedTokens
         cands = index.extending(forced[j:])
         if cands.size:
             if cands.size > _MASK_THRESHOLD:
-                words = rec.mask(sj)
-                bits = (words[cands >> 5] >> (cands & 31).astype(np.int32)) & 1
-                if bits.any():
+                if token_bits(rec.mask(sj), cands).any():
                     return j
             elif any(rec.token_step(sj, int(t)) != DEAD_STATE for t in cands):
                 return j

@@ -79,6 +79,7 @@ from constrained.json_schema.conjunction import (
 )
 from constrained.json_schema.resolver import Located, SchemaIndex
 from constrained.json_schema.validation import SchemaValidators
+from constrained.masks import token_bits
 
 OBJ, ARR = 0, 1
 OUT, STR, ESC = 0, 1, 2                # tracker modes: outside strings, inside, after a backslash
@@ -867,10 +868,7 @@ class JsonValueChecks:
                     self._candidates.clear()
                 self._candidates[memo_key] = out
         if longer is not None and longer.size:
-            words = mask.view(np.uint32)
-            inside = longer < words.size * 32
-            longer = longer[inside]
-            longer = longer[((words[longer >> 5] >> (longer & 31).astype(np.uint32)) & 1).astype(bool)]
+            longer = longer[token_bits(mask, longer)]
             if longer.size:             # (ids may repeat: the callers only read them)
                 out = np.concatenate([out, longer])
         if dup_ends or dup_keys:
@@ -949,7 +947,7 @@ class JsonValueChecks:
             found += [prof.leads[r] for r in starts if r in prof.leads]
             if found:
                 ids = np.concatenate(found)
-                ids = ids[((sel[ids >> 5] >> (ids & 31)) & 1).astype(bool)]
+                ids = ids[token_bits(sel, ids)]
                 hit = np.union1d(escaped, ids) if ids.size else escaped
             else:
                 hit = escaped
