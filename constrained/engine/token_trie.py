@@ -10,8 +10,9 @@ at depth ``d`` is the prefix of length ``d`` of the first token of its run, with
   where a vocabulary spells several ids alike);
 * ``child_lo``/``child_hi``: its children, a contiguous range of the next level.
 
-`VocabTrie.scan` walks a DFA over it from one state, level by level, into the nodes
-where the DFA is still live (compiled code: `constrained.engine.trie_walk`): a
+`VocabTrie.scan` walks a DFA over it from one state into the nodes where the DFA
+is still live (compiled code over the nodes in depth-first preorder:
+`constrained.engine.trie_walk`): a
 token is *inside* when its own node is reached, and every token below a node
 where the DFA accepts may end a lexeme there (a *split point*).  The work is the
 number of live trie nodes (a few for a key literal, about a third of the

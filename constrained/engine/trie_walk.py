@@ -1,13 +1,13 @@
 """The walk of `VocabTrie.scan` as compiled code (numba): one DFA state's token table.
 
-The trie's levels are flattened into one array per field, nodes numbered level
-after level (`FlatTrie`), and the walk goes level by level from the live first
-bytes, stepping the DFA once per trie node it reaches (a level's live nodes in
-order, so memory is read sequentially): a key literal's
-state reaches tens of nodes, a string body a third of the trie.  Compiled, a
-node costs nanoseconds; the level-by-level numpy walk it replaces paid a dozen
-array operations per level whatever the number of live nodes (hundreds of
-microseconds for a literal, milliseconds for a string body of a 128k vocabulary).
+The trie's nodes are flattened into one array per field in depth-first preorder
+(`FlatTrie`): a node's subtree is the nodes that follow it up to ``skip``, so the
+walk reads every array front to back, steps the DFA once per node it reaches
+(the state after each depth kept on a small stack) and leaves a node where the
+DFA dies with one jump past its subtree.  A key literal's state reaches tens of
+nodes, a string body nearly all of them (~270,000 for Llama 3's 128k tokens:
+~1.2 ms; the level-by-level walk this replaced, with a frontier array per level,
+took ~6 ms, and the numpy walk before it a dozen array operations per level).
 
 Three walks share that loop: `walk` (the inside ids and split points, for
 `VocabTrie.scan_ids`), `walk_table` (the same walk made into a token table in the
@@ -49,16 +49,20 @@ _SCRATCH = threading.local()          # per thread: FlatTrie -> work arrays of `
 
 @dataclass(frozen=True, eq=False)
 class FlatTrie:
-    """A `VocabTrie`'s levels as flat arrays (node ids global, level after level)."""
+    """A `VocabTrie`'s nodes in depth-first preorder (a node before its subtree, siblings
+    in byte order), one flat array per field.  Sorted tokens and preorder agree: a
+    subtree is the nodes from its root to ``skip[root]``, so a walk leaves a dead one
+    with one jump and otherwise reads every array front to back."""
 
     byte: np.ndarray        # int32 per node: its last byte
+    depth: np.ndarray       # int32: its prefix's length (1 for a token's first byte)
     lo: np.ndarray          # int32: first sorted token of its subtree
     hi: np.ndarray          # int32: one past its last
     nend: np.ndarray        # int32: tokens equal to its prefix (they open its run)
-    child_lo: np.ndarray    # int32: its children (global ids)
-    child_hi: np.ndarray
+    skip: np.ndarray        # int32: the first node after its subtree
     first: np.ndarray       # int32[256]: the depth-1 node of each byte (-1: none)
     order: np.ndarray       # int64: sorted position -> token id
+    max_depth: int          # the longest token's length
 
     @staticmethod
     def of(trie: VocabTrie) -> FlatTrie:
@@ -66,33 +70,42 @@ class FlatTrie:
         hit = _FLAT.get(trie)
         if hit is not None:
             return hit
-        starts = np.cumsum([0] + [len(lv.byte) for lv in trie.levels])
-        offsets = np.append(starts[1:], starts[-1])    # a level's children start at the next level
 
-        def cat(parts: list[np.ndarray]) -> np.ndarray:
+        def cat(field: str) -> np.ndarray:
+            parts = [getattr(lv, field) for lv in trie.levels]
             return np.concatenate(parts).astype(np.int32) if parts else np.zeros(0, np.int32)
 
+        depth = np.concatenate([np.full(len(lv.byte), d + 1, np.int32) for d, lv in enumerate(trie.levels)]) \
+            if trie.levels else np.zeros(0, np.int32)
+        lo = cat("lo")
+        # preorder: by first token, a node before its descendants sharing it (they are deeper)
+        pre = np.lexsort((depth, lo))
+        lo, hi, depth = lo[pre], cat("hi")[pre], depth[pre]
         first = np.full(256, -1, np.int32)
-        if trie.levels:
-            first[trie.levels[0].byte] = np.arange(len(trie.levels[0].byte), dtype=np.int32)
-        flat = FlatTrie(byte=cat([lv.byte for lv in trie.levels]), lo=cat([lv.lo for lv in trie.levels]),
-                        hi=cat([lv.hi for lv in trie.levels]), nend=cat([lv.nend for lv in trie.levels]),
-                        child_lo=cat([lv.child_lo.astype(np.int64) + offsets[d] for d, lv in enumerate(trie.levels)]),
-                        child_hi=cat([lv.child_hi.astype(np.int64) + offsets[d] for d, lv in enumerate(trie.levels)]),
-                        first=first, order=trie.order.astype(np.int64))
+        roots = np.flatnonzero(depth == 1)
+        byte = cat("byte")[pre]
+        first[byte[roots]] = roots
+        flat = FlatTrie(byte=byte, depth=depth, lo=lo, hi=hi, nend=cat("nend")[pre],
+                        skip=np.searchsorted(lo, hi, side="left").astype(np.int32), first=first,
+                        order=trie.order.astype(np.int64), max_depth=len(trie.levels))
         _FLAT[trie] = flat
         return flat
 
 
 def _scratch(flat: FlatTrie) -> tuple[np.ndarray, ...]:
-    """This thread's work arrays for walks over ``flat`` (one per token, one per level node)."""
+    """This thread's work arrays for walks over ``flat``: the inside tokens' positions (one
+    per token, with room to write one past the last), three for split ranges (at most one
+    per node) and two state stacks (one entry per depth)."""
     per = getattr(_SCRATCH, "arrays", None)
     if per is None:
         per = _SCRATCH.arrays = weakref.WeakKeyDictionary()
     hit = per.get(flat)
     if hit is None:
-        tokens = int(flat.order.size)
-        hit = per[flat] = tuple(np.empty(tokens + 256, np.int32) for _ in range(7))
+        nodes = int(flat.byte.size) + 1
+        stack = flat.max_depth + 1
+        hit = per[flat] = (np.empty(int(flat.order.size) + 1, np.int32), np.empty(nodes, np.int32),
+                           np.empty(nodes, np.int32), np.empty(nodes, np.int32),
+                           np.empty(stack, np.int64), np.empty(stack, np.int64))
     return hit
 
 
@@ -105,11 +118,11 @@ def walk(flat: FlatTrie, dfa: ByteDFA, state: int,
         starts = np.intersect1d(starts, first_bytes).astype(np.int32)
     if starts.size == 0 or flat.byte.size == 0:
         return _EMPTY, _EMPTY, _EMPTY
-    table = np.ascontiguousarray(dfa.transitions, dtype=np.int32)
-    inside_pos, cur_node, cur_state, nxt_node, nxt_state = _scratch(flat)[:5]
-    n_inside, split_lo, split_hi, split_depth, n_split = _compiled_walk()(
-        flat.byte, flat.lo, flat.hi, flat.nend, flat.child_lo, flat.child_hi, flat.first, starts,
-        table, dfa.accepting.view(np.uint8), np.int32(state), inside_pos, cur_node, cur_state, nxt_node, nxt_state)
+    inside_pos, split_lo, split_hi, split_depth, stack, _ = _scratch(flat)
+    n_inside, n_split = _compiled_walk()(
+        flat.byte, flat.depth, flat.lo, flat.hi, flat.nend, flat.skip, flat.first, starts,
+        np.ascontiguousarray(dfa.transitions, dtype=np.int32), dfa.accepting.view(np.uint8), np.int32(state),
+        inside_pos, split_lo, split_hi, split_depth, stack)
     ids = flat.order[inside_pos[:n_inside]]
     if n_split == 0:
         return ids, _EMPTY, _EMPTY
@@ -129,11 +142,11 @@ def walk_table(flat: FlatTrie, dfa: ByteDFA, state: int, size: int,
     A table computed while the mask of a new parser state is asked for would otherwise
     pay a dozen numpy calls around the walk (~20 us on a 128k vocabulary, most of a key
     literal state's table)."""
-    inside_pos, cur_node, cur_state, nxt_node, nxt_state = _scratch(flat)[:5]
+    inside_pos, split_lo, split_hi, split_depth, stack, _ = _scratch(flat)
     ids, packed, cross_toks, cross_pos, dense = _compiled_table_walk()(
-        flat.byte, flat.lo, flat.hi, flat.nend, flat.child_lo, flat.child_hi, flat.first, flat.order,
+        flat.byte, flat.depth, flat.lo, flat.hi, flat.nend, flat.skip, flat.first, flat.order,
         np.ascontiguousarray(dfa.transitions, dtype=np.int32), dfa.accepting.view(np.uint8), np.int32(state),
-        np.int64(size), np.int64(sparse_max), inside_pos, cur_node, cur_state, nxt_node, nxt_state)
+        np.int64(size), np.int64(sparse_max), inside_pos, split_lo, split_hi, split_depth, stack)
     return (None, packed, cross_toks, cross_pos) if dense else (ids, None, cross_toks, cross_pos)
 
 
@@ -150,13 +163,13 @@ def walk_derived_table(flat: FlatTrie, dfa: ByteDFA, state: int, ref: int, diffe
     way, every token below reads the same from both.  A key that is none of a few names
     meets the string body one byte after each name's prefix stops, so the walk follows the
     names, not the thousands of tokens that start like them."""
-    cur_node, cur_state, cur_ref, nxt_node, nxt_state, nxt_ref = _scratch(flat)[1:]
+    _, split_lo, split_hi, split_depth, stack, ref_stack = _scratch(flat)
     ids, packed, cross_toks, cross_pos, dense = _compiled_derived_walk()(
-        flat.byte, flat.lo, flat.hi, flat.nend, flat.child_lo, flat.child_hi, flat.first, flat.order,
+        flat.byte, flat.depth, flat.lo, flat.hi, flat.nend, flat.skip, flat.first, flat.order,
         np.ascontiguousarray(dfa.transitions, dtype=np.int32), dfa.accepting.view(np.uint8), np.int32(state),
         np.int32(ref), np.asarray(differing, dtype=np.int32), base_inside, np.asarray(base_cross_toks, dtype=np.int32),
         np.asarray(base_cross_pos, dtype=np.int32), np.int64(size), np.int64(sparse_max),
-        cur_node, cur_state, cur_ref, nxt_node, nxt_state, nxt_ref)
+        split_lo, split_hi, split_depth, stack, ref_stack)
     return (None, packed, cross_toks, cross_pos) if dense else (ids, None, cross_toks, cross_pos)
 
 
@@ -168,11 +181,9 @@ def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
 
 @functools.cache
 def _compiled_walk():
-    """`_walk` compiled (numba imported and its helper compiled first: `_walk` calls it by name)."""
+    """`_walk` compiled (numba imported on the first walk)."""
     import numba
 
-    global _push_split
-    _push_split = numba.njit(cache=True, nogil=True)(_push_split_python)
     return numba.njit(cache=True, nogil=True)(_walk)
 
 
@@ -206,23 +217,12 @@ def _compile_helpers() -> None:
     _table_parts = numba.njit(cache=True, nogil=True)(_table_parts)
 
 
-def _table_walk(byte, lo, hi, nend, child_lo, child_hi, first, order, table, accepting, state, size, sparse_max,
-                inside_pos, cur_node, cur_state, nxt_node, nxt_state):  # pragma: no cover
+def _table_walk(byte, depth, lo, hi, nend, skip, first, order, table, accepting, state, size, sparse_max,
+                inside_pos, split_lo, split_hi, split_depth, stack):  # pragma: no cover
     # (compiled: the tests compare the tables it makes with a per-token reference scan)
-    row = table[state]
-    count = 0
-    for b in range(256):
-        if row[b] != 0:
-            count += 1
-    starts = np.empty(count, np.int32)
-    count = 0
-    for b in range(256):
-        if row[b] != 0:
-            starts[count] = b
-            count += 1
-    n_inside, split_lo, split_hi, split_depth, n_split = _walk_compiled(
-        byte, lo, hi, nend, child_lo, child_hi, first, starts, table, accepting, state,
-        inside_pos, cur_node, cur_state, nxt_node, nxt_state)
+    starts = np.arange(256, dtype=np.int32)     # (a dead first byte is left at once)
+    n_inside, n_split = _walk_compiled(byte, depth, lo, hi, nend, skip, first, starts, table, accepting, state,
+                                       inside_pos, split_lo, split_hi, split_depth, stack)
     packed = np.zeros(((size + 31) // 32) * 4, np.uint8)     # the inside set (little bit order)
     for i in range(n_inside):
         t = order[inside_pos[i]]
@@ -231,76 +231,61 @@ def _table_walk(byte, lo, hi, nend, child_lo, child_hi, first, order, table, acc
     return _table_parts(order, inside_pos, n_inside, packed, keys, size, sparse_max)
 
 
-def _derived_walk(byte, lo, hi, nend, child_lo, child_hi, first, order, table, accepting, state, ref, differing,
+def _derived_walk(byte, depth, lo, hi, nend, skip, first, order, table, accepting, state, ref, differing,
                   base_inside, base_cross_toks, base_cross_pos, size, sparse_max,
-                  cur_node, cur_state, cur_ref, nxt_node, nxt_state, nxt_ref):  # pragma: no cover
+                  split_lo, split_hi, split_depth, stack, ref_stack):  # pragma: no cover
     # (compiled: the tests compare derived tables with a per-token reference scan)
     # ``redo``: the tokens whose entries the walk decides (they end at a node it walks, or
     # below a child where the state dies); every other token keeps the reference's entries.
-    # A frontier entry's reference state is -1 once the two paths accepted differently.
+    # ``ref_stack[d]``: the reference's state beside the walk's at depth ``d``, -1 once the
+    # two paths accepted differently.
     steps = table.ravel()
     packed = base_inside.copy()
     redo = np.zeros(packed.size, np.uint8)
-    split = np.empty((3, 64), np.int32)      # split ranges: first and past-last token, depth
     n_split = 0
-    n_cur = 0
+    stack[0] = state
+    ref_stack[0] = ref
     for k in range(differing.size):
-        b = differing[k]
-        node = first[b]
-        if node < 0:
+        root = first[differing[k]]
+        if root < 0:
             continue
-        q = table[state, b]
-        if q == 0:
-            _set_dead(order, lo[node], hi[node], packed, redo)
-            continue
-        r = table[ref, b]
-        cur_node[n_cur] = node
-        cur_state[n_cur] = q
-        cur_ref[n_cur] = r if accepting[q] == accepting[r] else -1
-        n_cur += 1
-    depth = 1
-    while n_cur > 0:
-        n_nxt = 0
-        for i in range(n_cur):
-            node = cur_node[i]
-            q = cur_state[i]
-            r = cur_ref[i]
-            start = lo[node]
-            ends = nend[node]
+        i = root
+        end = skip[root]
+        while i < end:
+            d = depth[i]
+            q = steps[stack[d - 1] * 256 + byte[i]]
+            if q == 0:
+                _set_dead(order, lo[i], hi[i], packed, redo)
+                i = skip[i]
+                continue
+            r = ref_stack[d - 1]
+            r2 = -1
+            if r >= 0:
+                r2 = steps[r * 256 + byte[i]]
+                if r2 == q and d > 1:
+                    i = skip[i]                  # the paths meet: the reference's entries stand
+                    continue
+                if accepting[q] != accepting[r2]:
+                    r2 = -1
+            stack[d] = q
+            ref_stack[d] = r2
+            start = lo[i]
+            ends = nend[i]
             for p in range(start, start + ends):         # tokens spelled like this prefix: inside
                 t = order[p]
                 packed[t >> 3] |= np.uint8(1 << (t & 7))
                 redo[t >> 3] |= np.uint8(1 << (t & 7))
-            if accepting[q] and start + ends < hi[node]:
-                split = _push_split(split, n_split, start + ends, hi[node], depth)
+            if accepting[q] and start + ends < hi[i]:
+                split_lo[n_split] = start + ends
+                split_hi[n_split] = hi[i]
+                split_depth[n_split] = d
                 n_split += 1
-            base = q * 256
-            for c in range(child_lo[node], child_hi[node]):
-                q2 = steps[base + byte[c]]
-                if q2 == 0:
-                    _set_dead(order, lo[c], hi[c], packed, redo)
-                    continue
-                r2 = -1
-                if r >= 0:
-                    r2 = steps[r * 256 + byte[c]]
-                    if r2 == q2:
-                        continue                           # the paths meet: the reference's entries stand
-                    if accepting[q2] != accepting[r2]:
-                        r2 = -1
-                nxt_node[n_nxt] = c
-                nxt_state[n_nxt] = q2
-                nxt_ref[n_nxt] = r2
-                n_nxt += 1
-        cur_node, nxt_node = nxt_node, cur_node
-        cur_state, nxt_state = nxt_state, cur_state
-        cur_ref, nxt_ref = nxt_ref, cur_ref
-        n_cur = n_nxt
-        depth += 1
+            i += 1
     # crossing points: the reference's of the tokens the walk left alone, the walk's of
     # those it decided (a split range also covers tokens in subtrees left to the reference)
     total = base_cross_toks.size
     for j in range(n_split):
-        total += split[1, j] - split[0, j]
+        total += split_hi[j] - split_lo[j]
     keys = np.empty(total, np.int64)
     m = 0
     for j in range(base_cross_toks.size):
@@ -309,10 +294,10 @@ def _derived_walk(byte, lo, hi, nend, child_lo, child_hi, first, order, table, a
             keys[m] = base_cross_pos[j] * size + t
             m += 1
     for j in range(n_split):
-        for p in range(split[0, j], split[1, j]):
+        for p in range(split_lo[j], split_hi[j]):
             t = order[p]
             if (redo[t >> 3] >> (t & 7)) & 1 and not (packed[t >> 3] >> (t & 7)) & 1:
-                keys[m] = split[2, j] * size + t
+                keys[m] = split_depth[j] * size + t
                 m += 1
     keys = np.sort(keys[:m])
     n = 0
@@ -373,65 +358,45 @@ def _table_parts(order, inside_pos, n_inside, packed, keys, size, sparse_max):  
     return ids, np.empty(0, np.uint8), cross_toks, cross_pos, False
 
 
-def _walk(byte, lo, hi, nend, child_lo, child_hi, first, starts, table, accepting, state,
-          inside_pos, cur_node, cur_state, nxt_node, nxt_state):  # pragma: no cover
+def _walk(byte, depth, lo, hi, nend, skip, first, starts, table, accepting, state,
+          inside_pos, split_lo, split_hi, split_depth, stack):  # pragma: no cover
     # (compiled: coverage cannot see it; tests compare it with a per-token reference scan)
-    # Breadth first: a level's live nodes in increasing order, so their children (contiguous
-    # ranges of the next level, in the same order) are read sequentially, not by jumps.
-    # ``inside_pos`` holds every token and a frontier every node of a level (at most one per
-    # token, plus the first bytes): no bounds to check in the loops.
+    # Depth first over each live first byte's subtree, in preorder: every array is read
+    # front to back, a dead node is left with one jump past its subtree, and
+    # ``stack[d]`` holds the state after the node's first ``d`` bytes.  The loop has no
+    # branch on whether a node ends tokens (most end one or none): its first position is
+    # written either way, past the last one read when it ends none (``inside_pos`` has
+    # room for that).  Split ranges: at most one per node.
     steps = table.ravel()
-    n_cur = 0
-    for k in range(starts.size):
-        b = starts[k]
-        node = first[b]
-        if node >= 0:
-            cur_node[n_cur] = node
-            cur_state[n_cur] = table[state, b]
-            n_cur += 1
+    stack[0] = state
     n_inside = 0
-    split = np.empty((3, 64), np.int32)      # split ranges: first and past-last token, depth
     n_split = 0
-    depth = 1
-    while n_cur > 0:
-        n_nxt = 0
-        for i in range(n_cur):
-            node = cur_node[i]
-            q = cur_state[i]
-            start = lo[node]
-            ends = nend[node]
-            for j in range(ends):                # tokens spelled exactly like this prefix
-                inside_pos[n_inside] = start + j
-                n_inside += 1
-            if accepting[q] and start + ends < hi[node]:    # the lexeme may end after `depth` bytes
-                split = _push_split(split, n_split, start + ends, hi[node], depth)
+    for k in range(starts.size):
+        root = first[starts[k]]
+        if root < 0:
+            continue
+        i = root
+        end = skip[root]
+        while i < end:
+            d = depth[i]
+            q = steps[stack[d - 1] * 256 + byte[i]]
+            if q == 0:
+                i = skip[i]
+                continue
+            stack[d] = q
+            start = lo[i]
+            ends = nend[i]
+            inside_pos[n_inside] = start
+            for j in range(1, ends):             # a vocabulary spelling several ids alike
+                inside_pos[n_inside + j] = start + j
+            n_inside += ends
+            if accepting[q] and start + ends < hi[i]:    # the lexeme may end after `d` bytes
+                split_lo[n_split] = start + ends
+                split_hi[n_split] = hi[i]
+                split_depth[n_split] = d
                 n_split += 1
-            base = q * 256
-            for c in range(child_lo[node], child_hi[node]):
-                q2 = steps[base + byte[c]]
-                if q2 != 0:
-                    nxt_node[n_nxt] = c
-                    nxt_state[n_nxt] = q2
-                    n_nxt += 1
-        cur_node, nxt_node = nxt_node, cur_node
-        cur_state, nxt_state = nxt_state, cur_state
-        n_cur = n_nxt
-        depth += 1
-    return n_inside, split[0], split[1], split[2], n_split
+            i += 1
+    return n_inside, n_split
 
 
-def _push_split_python(split, n, first, past, depth):  # pragma: no cover
-    """``split`` (3 rows: a range's first token, past-last token, depth) with entry ``n``
-    set, doubled first when full."""
-    if n == split.shape[1]:
-        grown = np.empty((3, 2 * n), np.int32)
-        grown[:, :n] = split
-        split = grown
-    split[0, n] = first
-    split[1, n] = past
-    split[2, n] = depth
-    return split
-
-
-_push_split = _push_split_python   # replaced by its compiled version in `_compiled_walk`
 _walk_compiled = _walk    # replaced by its compiled version in `_compiled_table_walk`
