@@ -11,6 +11,7 @@ from constrained.automata.byte_dfa import compile_regex
 from constrained.engine.token_scan import scan_remainders, scan_tokens
 from constrained.engine.token_tables import TokenTables
 from constrained.engine.token_trie import VocabTrie
+from constrained.engine.trie_walk import FlatTrie
 from constrained.masks import pack_mask
 from constrained.vocabulary import TokenVocabulary
 
@@ -117,6 +118,31 @@ def test_the_compiled_remainder_scan_equals_the_array_scan(tokens, regex, data) 
     live_end, si, sp = scan_tokens(dfa, 1, toks, offs, vocab.byte_matrix, vocab.lengths)
     assert live.tolist() == sorted(set(toks[live_end].tolist()))
     assert list(zip(split_toks.tolist(), split_offs.tolist())) == sorted(set(zip(toks[si].tolist(), sp.tolist())))
+
+
+@settings(max_examples=80, deadline=None)
+@given(tokens=st.lists(st.binary(min_size=1, max_size=6).map(lambda b: bytes(c % 4 + 97 for c in b)),
+                       min_size=1, max_size=40))
+def test_the_walk_layout_is_a_depth_first_preorder_of_the_trie(tokens) -> None:
+    # `FlatTrie`: each node's subtree is the nodes after it up to ``skip``, all deeper and
+    # inside its run of sorted tokens; each node's tokens are the sorted tokens spelled
+    # like its prefix; every prefix of every token is one node
+    trie = VocabTrie(tokens)
+    flat = FlatTrie.of(trie)
+    spelled = [tokens[int(t)] for t in flat.order]
+    prefixes: list[bytes] = []
+    path: list[bytes] = []
+    for i in range(flat.byte.size):
+        d, lo, hi, skip = int(flat.depth[i]), int(flat.lo[i]), int(flat.hi[i]), int(flat.skip[i])
+        path[d - 1:] = [bytes([int(flat.byte[i])])]
+        prefix = b"".join(path)
+        prefixes.append(prefix)
+        assert all(flat.depth[j] > d and lo <= flat.lo[j] < hi for j in range(i + 1, skip))
+        assert skip == flat.byte.size or flat.depth[skip] <= d
+        assert all(w.startswith(prefix) for w in spelled[lo:hi])
+        assert spelled[lo:lo + int(flat.nend[i])] == [prefix] * int(flat.nend[i])
+    assert sorted(prefixes) == sorted({w[:k] for w in tokens for k in range(1, len(w) + 1)})
+    assert flat.max_depth == max(map(len, tokens))
 
 
 def test_counted_strings_share_tables_by_residual(llama3_vocab) -> None:
