@@ -108,7 +108,7 @@ def test_warm_up_builds_the_format_automata_later_compiles_reuse(llama3_vocab) -
     from constrained.automata import byte_dfa
 
     report = warm_up(llama3_vocab, formats=("hostname", "date"))
-    assert set(report) == {"trie", "value checks", "string bodies", "counted strings", "formats"}
+    assert set(report) == {"trie", "value checks", "string bodies", "counted strings", "json structure", "formats"}
     misses = byte_dfa._compile_terminal.cache_info().misses
     for name in ("hostname", "date"):
         Grammar.from_json_schema({"type": "string", "format": name})
@@ -135,6 +135,45 @@ def test_warm_up_builds_the_string_bodies_later_strings_share(llama3_vocab, monk
         assert np.count_nonzero(dfa.transitions[q]) > 1000 // 8      # a body state: most bytes go on
         tables.get(dfa, q)
     assert scans == []
+
+
+def test_warm_up_builds_the_json_structure_a_fresh_schema_reads(llama3_vocab, monkeypatch) -> None:
+    # the punctuation terminals with their blanks (~1 ms each to build), and the tables of the
+    # states a value starts in, come from warm_up: a fresh schema's first object builds the
+    # automata of its own keys only, and scans no table but theirs
+    import json
+
+    from constrained import Grammar, compile_grammar, warm_up
+    from constrained.automata import byte_dfa
+    from constrained.engine import compiled
+    from constrained.engine.token_tables import default_cache_dir
+
+    byte_dfa._compile_terminal.cache_clear()     # (earlier tests in this process built them too)
+    byte_dfa.compile_regex.cache_clear()
+    warm_up(llama3_vocab, formats=False)
+    tables = TokenTables.for_vocabulary(llama3_vocab, default_cache_dir())
+    scans: list[str] = []
+    scan = tables._scan_table
+    monkeypatch.setattr(tables, "_scan_table", lambda d, q: (scans.append(d.regex), scan(d, q))[1])
+    built: list[str] = []
+    terminal_dfa = compiled._terminal_dfa
+
+    def recording(t, *args):
+        misses = byte_dfa._compile_terminal.cache_info().misses
+        out = terminal_dfa(t, *args)
+        if byte_dfa._compile_terminal.cache_info().misses > misses:
+            built.append(t.name)
+        return out
+
+    monkeypatch.setattr(compiled, "_terminal_dfa", recording)
+    schema = {"type": "object", "properties": {"zqx_fresh": {"type": "string"}, "zqx_n": {"type": "integer"}}}
+    matcher = compile_grammar(Grammar.from_json_schema(schema), llama3_vocab).matcher()
+    for token in llama3_vocab.encode(json.dumps({"zqx_fresh": "a b", "zqx_n": 3})):
+        matcher.mask()
+        assert matcher.advance(token)
+    assert built and all(name.startswith(("KEY", "EXTRA_KEY")) for name in built), built
+    keys = {t.regex for t in Grammar.from_json_schema(schema).terminals if t.name.startswith(("KEY", "EXTRA_KEY"))}
+    assert set(scans) <= keys, set(scans) - keys     # tables of the keys' states only
 
 
 def test_a_key_excluding_many_names_derives_the_state_after_its_quote(llama3_vocab) -> None:
