@@ -95,10 +95,27 @@ def test_a_compile_past_its_time_limit_ends_with_a_typed_error_naming_where() ->
     schema = {"allOf": [{"anyOf": [{"type": "object", "properties": {f"p{i}{j}": {"type": "integer"}},
                                     "required": [f"p{i}{j}"]} for j in range(6)]} for i in range(6)]}
     started = time.monotonic()
-    with pytest.raises(CompileTimeoutError) as caught:
-        Grammar.from_json_schema(schema, timeout=0.5)
+    with pytest.raises(CompileTimeoutError) as caught:     # (its sub-schemas alone take ~0.3 s on a 2-core machine)
+        Grammar.from_json_schema(schema, timeout=0.05)
     assert time.monotonic() - started < 10
     assert caught.value.pointer.startswith("/allOf/") and caught.value.limit == "compile_timeout"
+
+
+def test_the_phases_after_a_schemas_sub_schemas_are_bounded_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the sub-schemas compile unchecked here (their automata are built by the first compile
+    # and reused), so the deadline, long passed, must be seen by what follows them:
+    # finding the productive rules and fusing whitespace into punctuation
+    import constrained.json_schema.compiler as schema_compiler
+
+    schema = {"type": "object", "properties": {f"p{i}": {"type": "array", "items": {"type": "integer"}}
+                                               for i in range(40)}}
+    grammar = Grammar.from_json_schema(schema, timeout=None)
+    with monkeypatch.context() as patched:
+        patched.setattr(schema_compiler, "check_deadline", lambda **where: None)
+        with pytest.raises(CompileTimeoutError, match="fusing whitespace|productive rules") as caught:
+            Grammar.from_json_schema(schema, timeout=0.0)
+    assert caught.value.limit == "compile_timeout"
+    assert Grammar.from_json_schema(schema, timeout=None) == grammar      # nothing left behind
 
 
 def test_timed_out_terminal_builds_leave_nothing_behind() -> None:
@@ -179,3 +196,25 @@ def test_discriminated_unions_of_hundreds_of_kinds_compile() -> None:
                          "required": ["kind"]} for i in range(300)]}
     cg = compile_grammar(Grammar.from_json_schema(schema), BYTES, cache_dir=None)
     assert cg.accepts_bytes(b'{"kind": "k299", "v": 3}') and not cg.accepts_bytes(b'{"kind": "k300"}')
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "properties": {f"k{i}q6": {"type": "integer"} for i in range(30)}},   # the extra keys' automaton
+    {"type": "object", "properties": {"when": {"type": "string", "pattern": "^[0-9]{4}-(0[1-9]|1[0-2])-q7$"}},
+     "required": ["when"]},
+    {"type": "object", "patternProperties": {"^x-[a-z]{2,5}q8$": {"type": "integer"}}, "additionalProperties": False},
+    {"type": "string", "pattern": "^[a-c]{2}q9", "maxLength": 12},
+])
+def test_a_deadline_passing_in_a_string_automaton_is_a_timeout_not_an_unsupported_schema(
+        schema: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the first check to see the passed deadline is inside a string automaton's build (the
+    # sub-schema walk's own checks are off), where an ``except`` once read the timeout as an
+    # automaton too large, and remembered that for the rest of the process
+    import constrained.json_schema.compiler as schema_compiler
+
+    with monkeypatch.context() as patched:
+        patched.setattr(schema_compiler, "check_deadline", lambda **where: None)
+        with pytest.raises(CompileTimeoutError):
+            Grammar.from_json_schema(schema, timeout=0.0)
+    compiled = compile_json_schema(schema, timeout=None)      # later compiles are not misled
+    assert not compiled.checked

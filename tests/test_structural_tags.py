@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import time
 from dataclasses import replace
 
 import jsonschema
@@ -22,7 +23,9 @@ import numpy as np
 import pytest
 
 from constrained import Grammar, TokenVocabulary, compile_grammar, unpack_mask
+from constrained.deadline import compile_deadline
 from constrained.errors import (
+    CompileTimeoutError,
     GrammarSyntaxError,
     RegexError,
     StructuralTagError,
@@ -600,3 +603,14 @@ def test_failures_and_completions_through_sections(legacy) -> None:
         assert m.advance_many([b + 1 for b in prefix]) == len(prefix)
         done = m.shortest_completion()
         assert done is not None and oracle((prefix + done).decode()), (prefix, done)
+
+
+def test_an_embedded_grammar_past_the_compile_deadline_is_a_timeout() -> None:
+    """Out of time while loading a tag's grammar is a `CompileTimeoutError` (a server's
+    compile limit), not a grammar that fails to load."""
+    spec = {"type": "structural_tag", "format": {"type": "tag", "begin": "<g>", "end": "</g>",
+                                                 "content": {"type": "grammar", "grammar": 'start: "x"+ "y"\n'}}}
+    with pytest.raises(CompileTimeoutError), compile_deadline(0.0):
+        time.sleep(0.001)
+        Grammar.from_structural_tag(spec)
+    assert Grammar.from_structural_tag(spec).rules

@@ -43,7 +43,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from constrained.errors import CompileLimitError, RegexError
+from constrained.errors import CompileLimitError, CompileTimeoutError, RegexError
 
 WORDS_MARKER = "(*json-words:"
 EXCEPT_MARKER = "(*json-string-except:"
@@ -260,6 +260,8 @@ def marker_dfa(regex: str, *, max_states: int, terminal: str | None = None):
     excluding, words = parse_marker(regex)
     try:
         table, accepting, trimmed = words_automaton(words, excluding=excluding, max_states=max_states)
+    except CompileTimeoutError:
+        raise
     except CompileLimitError as e:
         raise CompileLimitError(e.reason, limit=e.limit, value=e.value, terminal=terminal) from None
     if not trimmed:

@@ -49,7 +49,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from constrained.errors import GrammarError, StructuralTagError
+from constrained.errors import CompileLimitError, GrammarError, StructuralTagError
 from constrained.grammar.compose import GrammarBuilder
 from constrained.grammar.ir import Grammar
 
@@ -174,6 +174,8 @@ class _Compiler:
             if "::=" in text:
                 return Grammar.from_gbnf(text)
             return Grammar.from_lark(text)
+        except CompileLimitError:
+            raise                         # a limit reached (time, size) is not a grammar that fails to load
         except GrammarError as e:
             raise StructuralTagError(f"the grammar does not load: {e}", path=path) from None
 

@@ -187,6 +187,8 @@ def _without_too_large(compiler: SchemaCompiler, pieces: list) -> list:
         try:
             rx = (length_bounded_any_string(r[1], r[2]) if r[0] == "length" else r[1]) \
                 if isinstance(r, tuple) else json_string_regex(r)
+        except CompileTimeoutError:
+            raise
         except ConstrainedError:
             kept.append(piece)
             continue

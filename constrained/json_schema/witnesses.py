@@ -248,11 +248,13 @@ def _witnesses(document: str) -> tuple[str, ...]:
 
 
 def _pattern_witnesses(pattern: str) -> list[str]:
-    from constrained.errors import ConstrainedError
+    from constrained.errors import CompileTimeoutError, ConstrainedError
     from constrained.json_schema.ecma_regex import pattern_search_regex
 
     try:
         return shortest_matches(pattern_search_regex(pattern))
+    except CompileTimeoutError:
+        raise
     except ConstrainedError:             # not regular (look-arounds, ...): read it as a Python regex
         return shortest_matches(pattern)
 

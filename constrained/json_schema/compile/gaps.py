@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import re
 
+from constrained.deadline import check_deadline
 from constrained.grammar.ir import Rule
 from constrained.json_schema.compile.rules import RuleBuilder
 
@@ -43,7 +44,8 @@ def fuse_gaps(rules: list[Rule], builder: RuleBuilder, gap: str) -> list[Rule]:
     """``rules`` with every run of ``gap`` and punctuation symbols (two or more, at least one
     punctuation) replaced by one terminal of their concatenation (made in ``builder``).
     ``gap`` is the whitespace nonterminal: exactly the rules ``gap:`` and ``gap: WS`` for
-    one plain terminal ``WS``.  Its rules are dropped once nothing reads it."""
+    one plain terminal ``WS``.  Its rules are dropped once nothing reads it.  Bounded by
+    the open compile deadline (`constrained.deadline`)."""
     gap_rules = [r for r in rules if r.lhs == gap]
     readers = [r.rhs[0] for r in gap_rules if r.rhs]
     by_name = builder.terminals_by_name()
@@ -55,7 +57,9 @@ def fuse_gaps(rules: list[Rule], builder: RuleBuilder, gap: str) -> list[Rule]:
         if symbol is not None:
             pieces[symbol] = (re.escape(text), name)
     out: list[Rule] = []
-    for rule in rules:
+    for i, rule in enumerate(rules):
+        if not i & 0x3FF:
+            check_deadline(what="fusing whitespace into punctuation")
         if rule.lhs == gap or not any(s in pieces for s in rule.rhs):
             out.append(rule)
             continue

@@ -20,7 +20,7 @@ from itertools import combinations
 from typing import TYPE_CHECKING, Any
 
 from constrained.automata.json_words import json_words_regex
-from constrained.errors import ConstrainedError, InvalidSchemaError
+from constrained.errors import CompileTimeoutError, ConstrainedError, InvalidSchemaError
 from constrained.json_schema.compile.literals import LARGE_ENUM, fixed_string, literal_regex
 from constrained.json_schema.compile.rules import RAW_STRING_REGEX, Alternatives
 from constrained.json_schema.compile.strings import StringPiece, string_pieces, string_terminal
@@ -223,6 +223,8 @@ def _extra_members(compiler: SchemaCompiler, conj: Conjunction, names: list[str]
     if exact:
         try:
             key_regexes = {pattern: json_string_regex(pattern_search_regex(pattern)) for pattern in patterns}
+        except CompileTimeoutError:
+            raise
         except ConstrainedError:
             exact = False
     if exact:

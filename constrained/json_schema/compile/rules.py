@@ -80,6 +80,8 @@ class RuleBuilder:
 
 
 def productive_rules(rules: list[Rule], terminals: set[str]) -> list[Rule]:
-    """The rules whose symbols all derive some string (recursion without a base case drops out)."""
-    productive = derivable(((r.lhs, r.rhs) for r in rules), terminals.__contains__)
+    """The rules whose symbols all derive some string (recursion without a base case drops
+    out); bounded by the open compile deadline (`constrained.deadline`)."""
+    productive = derivable(((r.lhs, r.rhs) for r in rules), terminals.__contains__,
+                           checking="finding the schema's productive rules")
     return [r for r in rules if r.lhs in productive and all(s in terminals or s in productive for s in r.rhs)]

@@ -67,6 +67,8 @@ def string_pieces(compiler: SchemaCompiler, conj: Conjunction) -> list[StringPie
                 raise InvalidSchemaError("pattern must be a string", keyword="pattern", pointer=part.pointer)
             try:
                 pieces.append((part, "pattern", pattern_search_regex(pattern)))
+            except CompileTimeoutError:
+                raise                       # out of time: not a pattern to check instead
             except ConstrainedError as e:
                 compiler.check(part, "pattern", f"pattern {pattern!r} has no regular translation ({e})")
         if part.has("format"):
@@ -107,6 +109,8 @@ def string_terminal(compiler: SchemaCompiler, pieces: list[StringPiece], hint: s
     while True:
         try:
             regexes: list[str] | None = [_text_regex(piece) for piece in kept]
+        except CompileTimeoutError:
+            raise                           # out of time, not too large: nothing to drop
         except ConstrainedError:
             regexes = None
         if regexes is not None:
