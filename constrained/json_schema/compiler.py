@@ -147,7 +147,8 @@ class SchemaCompiler:
         if self.checked:
             from constrained.json_schema.value_checks import JsonValueChecks
 
-            checks = JsonValueChecks(self.index, self.validators, list(self.checked.values()))
+            checks = JsonValueChecks(self.index, self.validators, list(self.checked.values()),
+                                     [keyword for _, keyword in self.checked])
         if self._whitespace:
             rules = fuse_gaps(rules, self.builder, self._whitespace[0])
         used = {s for r in rules for s in r.rhs}

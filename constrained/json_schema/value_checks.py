@@ -98,12 +98,16 @@ class CheckCursor:
     """The sub-schemas that must hold at one place of the instance, and their checks."""
 
     __slots__ = ("_bounds", "_doomed", "_items", "_names", "_props", "_required", "_tuple", "conj", "plan",
-                 "validate")
+                 "tracked_only", "validate")
 
-    def __init__(self, plan: JsonValueChecks, conj: Conjunction, validate: tuple[Located, ...]) -> None:
+    def __init__(self, plan: JsonValueChecks, conj: Conjunction, validate: tuple[Located, ...],
+                 tracked_only: bool = False) -> None:
         self.plan = plan
         self.conj = conj
         self.validate = validate          # the parts whose sub-trees hold checked keywords
+        # every check those parts hold is a string's maxLength the tracker counts (`_prefix_checked`):
+        # validating this value when it closes decides nothing the tracker has not
+        self.tracked_only = tracked_only
         self._props: dict[str | None, CheckCursor | None] = {}
         self._items: dict[int, CheckCursor | None] = {}
         # keys that are not declared (and match no pattern) all get the same cursor
@@ -422,12 +426,18 @@ class JsonValueChecks:
     and `candidates`; a tracker state is an immutable tuple, so forks share it.
     """
 
-    def __init__(self, index: SchemaIndex, validators: SchemaValidators, checked: list[Located]) -> None:
+    def __init__(self, index: SchemaIndex, validators: SchemaValidators, checked: list[Located],
+                 keywords: list[str] | None = None) -> None:
         self.index = index
         self.dialect = validators.dialect
         self.validators = validators
         self.checked = checked
-        self._reaching = _reaching(index, {id(loc.schema) for loc in checked})
+        edges = _schema_edges(index)
+        self._reaching = _reaching(edges, {id(loc.schema) for loc in checked})
+        # ``keywords[i]``: the keyword of ``checked[i]`` (None: every check needs its value's validation)
+        counted = _counted_lengths(checked, keywords)
+        self._beyond_tracker = _beyond_tracker(edges, self._reaching, {id(loc.schema) for loc in checked}
+                                               - counted)
         self._verdicts: dict[tuple[int, bytes], bool] = {}
         self._candidates: dict[tuple, np.ndarray] = {}
         # (grammar state, mode, ...) -> (the tokens that may end a key there, those with an escape)
@@ -462,7 +472,11 @@ class JsonValueChecks:
         validate = tuple(p.loc for p in conj if id(p.schema) in self._reaching)
         if not validate:
             return None
-        return CheckCursor(self, conj, validate)
+        # (a patternProperties pattern may leave a member's cursor undecided, and its
+        # strings uncounted: then this value's close validates them)
+        tracked_only = (not any(id(p.schema) in self._beyond_tracker for p in conj)
+                        and not any("patternProperties" in p.schema for p in conj))
+        return CheckCursor(self, conj, validate, tracked_only)
 
     # ------------------------------------------------------------------ validation
     def value_ok(self, cursor: CheckCursor, text: bytes | bytearray) -> bool:
@@ -473,8 +487,8 @@ class JsonValueChecks:
                 value = json.loads(text, object_pairs_hook=_unique_keys)
             except (ValueError, RecursionError):
                 verdict = False
-            else:
-                verdict = all(self.validators.is_valid(loc, value) for loc in cursor.validate)
+            else:                      # (parsed even so: an object repeating a key is refused)
+                verdict = cursor.tracked_only or all(self.validators.is_valid(loc, value) for loc in cursor.validate)
             if len(self._verdicts) > 65536:
                 self._verdicts.clear()
             self._verdicts[key] = verdict
@@ -1191,36 +1205,115 @@ def _slice(text: bytes, data: bytes, start: int, end: int) -> bytes:
     return text[start:] + data[:end - base]
 
 
-def _reaching(index: SchemaIndex, targets: set[int]) -> set[int]:
-    """Ids of the schema objects from which a checked one is reachable (through any keyword or $ref)."""
+class _SchemaEdges:
+    """The document's schema objects as a graph: ``parents`` (child id -> ids of the
+    objects holding it under any keyword, or referring to it by ``$ref``: a superset of
+    where it applies) and ``beyond`` (id -> its children under keywords the tracker does
+    not follow: everything but ``properties``, ``additionalProperties``, ``items`` (one
+    schema), ``allOf`` and ``$ref``, as `CheckCursor.prop`/`item` and `flatten` follow
+    them; ``definitions``/``$defs`` are not edges of evaluation there).  ``dynamic``: the
+    document uses ``$dynamicRef``/``$recursiveRef``, whose targets no edge shows."""
+
+    __slots__ = ("beyond", "dynamic", "parents")
+
+    def __init__(self) -> None:
+        self.parents: dict[int, set[int]] = {}
+        self.beyond: dict[int, list[int]] = {}
+        self.dynamic = False
+
+
+_NOT_APPLIED = frozenset({"enum", "const", "default", "examples"})   # values, never schemas
+_STORES = frozenset({"definitions", "$defs"})                         # schemas applied only through $ref
+_TRACKED = frozenset({"properties", "additionalProperties", "items", "allOf"})
+
+
+def _schema_edges(index: SchemaIndex) -> _SchemaEdges:
     from constrained.errors import ConstrainedError
 
-    parents: dict[int, set[int]] = {}
+    edges = _SchemaEdges()
     for loc in index.all_located():
         node = loc.schema
+        here = id(node)
         kids: list[Any] = []
+        beyond: list[int] = []
+        patterns = "patternProperties" in node          # the tracker may leave a member undecided
         for key, value in node.items():
-            if key in ("enum", "const", "default", "examples"):
+            if key in _NOT_APPLIED:
                 continue
+            if key in ("$dynamicRef", "$recursiveRef"):
+                edges.dynamic = True
+            found: list[Any] = []
             if isinstance(value, dict):
-                kids.append(value)
-                kids.extend(v for v in value.values() if isinstance(v, dict))
+                found.append(value)
+                found.extend(v for v in value.values() if isinstance(v, dict))
             elif isinstance(value, list):
-                kids.extend(v for v in value if isinstance(v, dict))
+                found.extend(v for v in value if isinstance(v, dict))
+            kids += found
+            if key in _STORES:
+                continue
+            tracked = key in _TRACKED and not (patterns and key in ("properties", "additionalProperties")) \
+                and not (key == "items" and not isinstance(value, dict))     # (a tuple's items: not followed)
+            if not tracked:
+                beyond.extend(id(v) for v in found)
         if isinstance(node.get("$ref"), str):
             try:
                 target = index.resolve(node["$ref"], loc.base, loc.pointer)[0]
+            except ConstrainedError:
+                edges.dynamic = True             # (unresolved: nothing is known of what it applies)
+            else:
                 if isinstance(target, dict):
                     kids.append(target)
-            except ConstrainedError:
-                pass
         for kid in kids:
-            parents.setdefault(id(kid), set()).add(id(node))
+            edges.parents.setdefault(id(kid), set()).add(here)
+        if beyond:
+            edges.beyond[here] = beyond
+    return edges
+
+
+def _ancestors(edges: _SchemaEdges, targets: set[int]) -> set[int]:
+    """``targets`` and every schema object from which one of them is reachable."""
     seen = set(targets)
     todo = list(targets)
     while todo:
-        for p in parents.get(todo.pop(), ()):
+        for p in edges.parents.get(todo.pop(), ()):
             if p not in seen:
                 seen.add(p)
                 todo.append(p)
     return seen
+
+
+def _reaching(edges: _SchemaEdges, targets: set[int]) -> set[int]:
+    """Ids of the schema objects from which a checked one is reachable (through any keyword or $ref)."""
+    return _ancestors(edges, targets)
+
+
+def _counted_lengths(checked: list[Located], keywords: list[str] | None) -> set[int]:
+    """Ids of the checked schema objects whose every check is a ``maxLength`` (an integer)
+    the tracker counts on a string's prefix (`JsonValueChecks.step`): nothing is left for
+    their value's validation to decide."""
+    if keywords is None:
+        return set()
+    other = {id(loc.schema) for loc, kw in zip(checked, keywords, strict=True) if kw != "maxLength"}
+    out = set()
+    for loc, kw in zip(checked, keywords, strict=True):
+        bound = loc.schema.get("maxLength") if isinstance(loc.schema, dict) else None
+        if kw == "maxLength" and id(loc.schema) not in other and isinstance(bound, int) \
+                and not isinstance(bound, bool) and bound >= 0:
+            out.add(id(loc.schema))
+    return out
+
+
+def _beyond_tracker(edges: _SchemaEdges, reaching: set[int], uncounted: set[int]) -> set[int]:
+    """Ids of the schema objects whose validation may refuse what the tracker let through:
+    an uncounted check is reachable from them, or a counted one through an edge the
+    tracker does not follow (then a string it applies to is not counted).  Every other
+    object reaching checks holds only ``maxLength``s of strings the tracker counts,
+    through properties, items, allOf and $ref alone.  All of them if the document refers
+    dynamically."""
+    if edges.dynamic:
+        return set(reaching)
+    start = set(uncounted)
+    for node, kids in edges.beyond.items():
+        if any(k in reaching for k in kids):
+            start.add(node)
+    return _ancestors(edges, start)
