@@ -12,9 +12,11 @@ the root through ``properties`` / ``patternProperties`` / ``additionalProperties
 the nearest enclosing checked value covers it).  When an array or object whose
 cursor reaches a checked keyword completes, the value is validated with
 `jsonschema` against those sub-schemas (`SchemaValidators`), and the token that
-completes an invalid value is refused.  A top-level scalar is validated at the
-end.  Scalars inside containers are checked with their innermost enclosing
-array or object.
+completes an invalid value is refused; unless each of its checks is a ``maxLength``
+the tracker counts on a string's prefix, reached through keywords the cursors follow
+(`CheckCursor.tracked_only`): then nothing is left to validate.  A top-level scalar
+is validated at the end.  Scalars inside containers are checked with their innermost
+enclosing array or object.
 
 **Prefix checks**: what is decidable before a value completes is checked as the text
 grows, so the mask refuses the token that dooms a value, not only the one that
@@ -25,9 +27,10 @@ that applies to it, refused by ``propertyNames``), a scalar array element under
 ``uniqueItems`` as it completes (a string's closing quote, the comma after it).
 
 Soundness: every rejection is of a value that violates a sub-schema applying to
-it (or of an object with a repeated key, which is never accepted), so no valid
-instance is lost; the root is always validated when anything is checked, so no
-invalid instance is accepted.  The mask stays exact token by token for the
+it (or of an object with a repeated key: at its closing quote in a tracked object,
+and anywhere in a value validated at its close), so no valid
+instance is lost; the root is always validated when anything is checked (or every
+check is a counted ``maxLength``), so no invalid instance is accepted.  The mask stays exact token by token for the
 grammar; with checks it is sound, exact on prefixes for ``maxLength``,
 ``maxItems`` and ``maxProperties``, and may allow a token after which only invalid
 completions remain for the keywords checked at completion (``minProperties``,
@@ -480,6 +483,8 @@ class JsonValueChecks:
 
     # ------------------------------------------------------------------ validation
     def value_ok(self, cursor: CheckCursor, text: bytes | bytearray) -> bool:
+        if cursor.tracked_only:            # nothing the tracker has not counted: no parse, no validator
+            return True
         key = (id(cursor), bytes(text))
         verdict = self._verdicts.get(key)
         if verdict is None:
@@ -487,8 +492,8 @@ class JsonValueChecks:
                 value = json.loads(text, object_pairs_hook=_unique_keys)
             except (ValueError, RecursionError):
                 verdict = False
-            else:                      # (parsed even so: an object repeating a key is refused)
-                verdict = cursor.tracked_only or all(self.validators.is_valid(loc, value) for loc in cursor.validate)
+            else:
+                verdict = all(self.validators.is_valid(loc, value) for loc in cursor.validate)
             if len(self._verdicts) > 65536:
                 self._verdicts.clear()
             self._verdicts[key] = verdict
