@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import random
 import time
+from pathlib import Path
 
 import pytest
 
@@ -128,6 +129,65 @@ def test_timed_out_terminal_builds_leave_nothing_behind() -> None:
     assert cg.recognizer.dfas.built() == 0
     again = compile_grammar(grammar, BYTES, cache_dir=None)
     assert again.accepts_bytes(b'"abcx"') and not again.accepts_bytes(b'"abx"')
+
+
+def _fresh_schema(seed: int) -> dict:
+    """An object schema whose keys, patterns, enums and bounds no other compile of the
+    process has seen (so its automata are built, not found in a cache)."""
+    rng = random.Random(seed)
+
+    def word() -> str:
+        return "".join(rng.choices("abcdefghijklmnopqrstuvwxyz_", k=rng.randint(3, 12)))
+
+    kinds = [
+        lambda: {"type": "integer", "minimum": rng.randint(-5, 5), "maximum": rng.randint(50, 5000)},
+        lambda: {"type": "string", "pattern": f"^[{word()[:3]}]{{1,{rng.randint(2, 9)}}}{word()[:2]}$"},
+        lambda: {"type": "string", "maxLength": rng.randint(25, 60)},
+        lambda: {"type": "object", "additionalProperties": False,
+                 "properties": {word(): {"type": "boolean"}, word(): {"type": "string", "minLength": 2}}},
+        lambda: {"type": "array", "items": {"enum": [word(), word(), rng.randint(0, 99)]}, "uniqueItems": True},
+        lambda: {"type": "object", "patternProperties": {f"^{word()[:4]}": {"type": "number"}}},
+    ]
+    props = {f"{word()}{seed}": rng.choice(kinds)() for _ in range(rng.randint(3, 10))}
+    return {"type": "object", "properties": props, "required": list(props)[:2]}
+
+
+def _compile_digest(schema: dict) -> str:
+    """What a compile of ``schema`` gives (its grammar, checked keywords and first mask over
+    bytes), or the error's type."""
+    import hashlib
+
+    try:
+        compilation = compile_json_schema(schema, timeout=None)
+        first = compile_grammar(compilation.grammar, BYTES, cache_dir=None, timeout=None).matcher().mask()
+    except Exception as e:  # noqa: BLE001 - the outcome is what is compared
+        return type(e).__name__
+    g = compilation.grammar
+    return hashlib.sha256(repr((g.terminals, g.rules, g.start, compilation.checked)).encode()
+                          + first.tobytes()).hexdigest()
+
+
+def test_compiles_that_ran_out_of_time_anywhere_leave_later_compiles_as_in_a_fresh_process() -> None:
+    """Time limits from half a millisecond up land at arbitrary points of fresh schemas'
+    compiles (the schema walk, string and key automata, token tables, the first mask);
+    each ends in `CompileTimeoutError` or compiles, and afterwards every schema compiles
+    exactly as it does in a process that never timed out."""
+    import subprocess
+    import sys
+
+    schemas = [_fresh_schema(seed) for seed in range(60)]
+    for i, schema in enumerate(schemas):
+        limit = 0.0005 * 2 ** (i % 7)
+        try:
+            compile_grammar(Grammar.from_json_schema(schema, timeout=limit), BYTES, cache_dir=None, timeout=limit)
+        except CompileTimeoutError:
+            pass
+    here = [_compile_digest(schema) for schema in schemas]
+    script = ("import json, sys; sys.path.insert(0, sys.argv[1]); import test_hostile_inputs as t; "
+              "print(json.dumps([t._compile_digest(s) for s in json.load(sys.stdin)]))")
+    out = subprocess.run([sys.executable, "-c", script, str(Path(__file__).parent)], input=json.dumps(schemas),
+                         capture_output=True, text=True, timeout=600, check=True)
+    assert here == json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def test_no_limit_when_asked() -> None:
