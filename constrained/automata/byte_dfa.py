@@ -643,7 +643,9 @@ def _chain_dfa(regex: str, max_states: int) -> tuple[np.ndarray, np.ndarray] | N
     sources: list[np.ndarray] = []
     columns: list[np.ndarray] = []
     targets: list[np.ndarray] = []
-    placed = 0                             # item states placed so far (item k's state s is START + its offset + s)
+    offsets: list[int] = []                # per item: its states' offset (item k's state s is START + offset + s)
+    counts: list[int] = []
+    placed = 0                             # item states placed so far
     trie_states = 1
     for piece in pieces:
         edges = _item_dag(piece)
@@ -655,13 +657,16 @@ def _chain_dfa(regex: str, max_states: int) -> tuple[np.ndarray, np.ndarray] | N
         trie_states += trie_size
         if trie_states + 1 > max_states:   # (+ the dead state)
             return None                    # the NFA route decides (and raises the limit error)
-        sources.append(src + (START + placed))
+        sources.append(src)
         columns.append(byte)
-        targets.append(dst + (START + placed))     # (an item's exit is the next item's entry)
+        targets.append(dst)                # (an item's exit is the next item's entry)
+        offsets.append(START + placed)
+        counts.append(len(src))
         placed += size
     table = np.zeros((placed + 2, 256), np.int32)
-    if sources:
-        table[np.concatenate(sources), np.concatenate(columns)] = np.concatenate(targets)
+    if sources:                            # (offsets added once for all items: a key has one item per character)
+        shift = np.repeat(np.asarray(offsets, np.int64), counts)
+        table[np.concatenate(sources) + shift, np.concatenate(columns)] = np.concatenate(targets) + shift
     accepting = np.zeros(placed + 2, bool)
     accepting[START + placed] = True
     return table, accepting
