@@ -19,6 +19,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from constrained import Grammar, TokenVocabulary, compile_grammar
+from constrained.json_schema.compiler import compile_json_schema
 
 BYTES = TokenVocabulary.from_token_bytes([bytes([b]) for b in range(1, 256)] + [b""], eos_ids=[255])
 LONG = {"type": "string", "maxLength": 27}       # past the automaton's bound: a value check
@@ -94,3 +95,36 @@ def test_repeated_keys_where_a_value_skips_validation() -> None:
     assert cg.accepts_bytes(b'{"a":"x","o":{"k":1,"k":2}}') == \
         compile_grammar(Grammar.from_json_schema({"type": "object"}), BYTES, cache_dir=None).accepts_bytes(
             b'{"k":1,"k":2}')
+
+
+@pytest.mark.parametrize("external, skips", [
+    ({"$id": "http://example.com/s", "type": "string", "maxLength": 30}, True),
+    ({"$id": "http://example.com/s", "anyOf": [{"type": "string", "maxLength": 30}, {"type": "integer"}]}, False),
+])
+def test_checks_in_another_document_are_followed_like_the_documents_own(external: dict, skips: bool) -> None:
+    schema = {"type": "object", "properties": {"a": {"$ref": "http://example.com/s"}}}
+    grammar = Grammar.from_json_schema(schema, documents={"http://example.com/s": external})
+    assert grammar.checks.root.tracked_only is skips
+    cg = compile_grammar(grammar, BYTES, cache_dir=None)
+    assert cg.accepts_bytes(b'{"a": "' + b"x" * 30 + b'"}')
+    assert not cg.accepts_bytes(b'{"a": "' + b"x" * 31 + b'"}')
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "properties": {"a": {"type": "string", "minLength": 20, "maxLength": 24,
+                                            "pattern": "^[a-z]*q[a-z]{9}$"}}},
+    {"type": "object", "properties": {"a": {"allOf": [{"minLength": 20},
+                                                      {"type": "string", "maxLength": 24, "pattern": "^[a-z]*q[a-z]{9}$"}]}}},
+])
+def test_a_length_left_to_checks_checks_its_minimum_too(schema: dict) -> None:
+    """Both bounds counted in the automaton but too large beside the pattern: the length
+    leaves the automaton, and its minLength is checked by name, not hidden behind the
+    counted maxLength (the close would then skip validation and let a short string by)."""
+    compilation = compile_json_schema(schema)
+    assert {kw for _, kw in compilation.checked} == {"maxLength", "minLength"}
+    assert compilation.grammar.checks.root.tracked_only is False
+    cg = compile_grammar(compilation.grammar, BYTES, cache_dir=None)
+    for s in ("aq" + "a" * 9, "a" * 10 + "q" + "a" * 9, "a" * 14 + "q" + "a" * 9, "a" * 15 + "q" + "a" * 9):
+        value = {"a": s}
+        valid = jsonschema.Draft202012Validator(schema).is_valid(value)
+        assert cg.accepts_bytes(json.dumps(value).encode()) == valid, s

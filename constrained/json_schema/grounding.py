@@ -200,7 +200,9 @@ def _without_too_large(compiler: SchemaCompiler, pieces: list) -> list:
             except CompileLimitError as e:
                 _TOO_LARGE[rx] = str(e)
         if rx in _TOO_LARGE:
-            compiler.check(piece[0], piece[1], f"{piece[1]} needs too large an automaton")
+            from constrained.json_schema.compile.strings import check_instead  # (it imports this module)
+
+            check_instead(compiler, piece, f"{piece[1]} needs too large an automaton")
         else:
             kept.append(piece)
     return kept

@@ -2,7 +2,7 @@
 one terminal over the JSON *text* (every escape spelling of the allowed characters).
 
 A `StringPiece` is ``(part, keyword, regex)``: a character-level regex the string must
-fully match, ``("length", low, high)`` (a code-point count), or ``("encoded", regex)``
+fully match, ``("length", low, high, low's part)`` (a code-point count), or ``("encoded", regex)``
 (a regex over the JSON text already).  The terminal is the first piece's regex,
 intersected with the others' (``also``); pieces that make its automaton too large are
 dropped and checked instead (lengths first, then the last added).  Lengths above
@@ -96,8 +96,24 @@ def string_pieces(compiler: SchemaCompiler, conj: Conjunction) -> list[StringPie
     if min_length or max_length is not None:
         part = length_parts.get("maxLength") or length_parts["minLength"]
         pieces.append((part, "maxLength" if max_length is not None else "minLength",
-                       ("length", min_length, max_length)))
+                       ("length", min_length, max_length, length_parts.get("minLength") if min_length else None)))
     return pieces
+
+
+def check_instead(compiler: SchemaCompiler, piece: StringPiece, why: str) -> None:
+    """Leave ``piece`` out of the automaton: every keyword it enforced becomes a value
+    check.  A length piece enforces both bounds, each of its own part: a checked
+    ``maxLength`` alone is one the value tracker counts (`CheckCursor.tracked_only`),
+    so the ``minLength`` it carried is checked by its own name."""
+    part, keyword, regex = piece
+    if isinstance(regex, tuple) and regex[0] == "length":
+        _, low, high, low_part = regex
+        if high is not None:
+            compiler.check(part, "maxLength", why)
+        if low:
+            compiler.check(low_part, "minLength", why)
+        return
+    compiler.check(part, keyword, why)
 
 
 def string_terminal(compiler: SchemaCompiler, pieces: list[StringPiece], hint: str, *,
@@ -127,8 +143,8 @@ def string_terminal(compiler: SchemaCompiler, pieces: list[StringPiece], hint: s
         # drop the costliest piece: lengths first, then the last added
         drop = next((piece for piece in kept if isinstance(piece[2], tuple) and piece[2][0] == "length"), kept[-1])
         kept.remove(drop)
-        compiler.check(drop[0], drop[1], f"{drop[1]} together with the other string constraints needs too "
-                                         "large an automaton")
+        check_instead(compiler, drop, f"{drop[1]} together with the other string constraints needs too "
+                                      "large an automaton")
 
 
 def _fold_excluded_words(main: str, also: tuple[str, ...], excluding: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
