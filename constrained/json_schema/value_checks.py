@@ -28,10 +28,10 @@ that applies to it, refused by ``propertyNames``), a scalar array element under
 
 Soundness: every rejection is of a value that violates a sub-schema applying to
 it (or of an object with a repeated key: at its closing quote in a tracked object,
-and anywhere in a value validated at its close), so no valid
-instance is lost; the root is always validated when anything is checked (or every
-check is a counted ``maxLength``), so no invalid instance is accepted.  The mask stays exact token by token for the
-grammar; with checks it is sound, exact on prefixes for ``maxLength``,
+and anywhere in a value validated at its close), so no valid instance is lost; the
+root is always validated when anything is checked (or every check is a counted
+``maxLength``), so no invalid instance is accepted.  The mask stays exact token by
+token for the grammar; with checks it is sound, exact on prefixes for ``maxLength``,
 ``maxItems`` and ``maxProperties``, and may allow a token after which only invalid
 completions remain for the keywords checked at completion (``minProperties``,
 ``contains``, ``not``, ...; docs/json-schema-keywords.md has the table).
@@ -108,7 +108,7 @@ class CheckCursor:
         self.plan = plan
         self.conj = conj
         self.validate = validate          # the parts whose sub-trees hold checked keywords
-        # every check those parts hold is a string's maxLength the tracker counts (`_prefix_checked`):
+        # every check those parts hold is a string's maxLength the tracker counts (`_counted_lengths`):
         # validating this value when it closes decides nothing the tracker has not
         self.tracked_only = tracked_only
         self._props: dict[str | None, CheckCursor | None] = {}
@@ -430,17 +430,15 @@ class JsonValueChecks:
     """
 
     def __init__(self, index: SchemaIndex, validators: SchemaValidators, checked: list[Located],
-                 keywords: list[str] | None = None) -> None:
+                 keywords: list[str]) -> None:
         self.index = index
         self.dialect = validators.dialect
         self.validators = validators
-        self.checked = checked
+        self.checked = checked            # (``keywords[i]``: the keyword checked at ``checked[i]``)
         edges = _schema_edges(index)
-        self._reaching = _reaching(edges, {id(loc.schema) for loc in checked})
-        # ``keywords[i]``: the keyword of ``checked[i]`` (None: every check needs its value's validation)
-        counted = _counted_lengths(checked, keywords)
-        self._beyond_tracker = _beyond_tracker(edges, self._reaching, {id(loc.schema) for loc in checked}
-                                               - counted)
+        targets = {id(loc.schema) for loc in checked}
+        self._reaching = _ancestors(edges, targets)     # the schema objects from which a check is reachable
+        self._beyond_tracker = _beyond_tracker(edges, self._reaching, targets - _counted_lengths(checked, keywords))
         self._verdicts: dict[tuple[int, bytes], bool] = {}
         self._candidates: dict[tuple, np.ndarray] = {}
         # (grammar state, mode, ...) -> (the tokens that may end a key there, those with an escape)
@@ -1276,7 +1274,8 @@ def _schema_edges(index: SchemaIndex) -> _SchemaEdges:
 
 
 def _ancestors(edges: _SchemaEdges, targets: set[int]) -> set[int]:
-    """``targets`` and every schema object from which one of them is reachable."""
+    """``targets`` and every schema object from which one of them is reachable (through
+    any keyword or $ref)."""
     seen = set(targets)
     todo = list(targets)
     while todo:
@@ -1287,17 +1286,10 @@ def _ancestors(edges: _SchemaEdges, targets: set[int]) -> set[int]:
     return seen
 
 
-def _reaching(edges: _SchemaEdges, targets: set[int]) -> set[int]:
-    """Ids of the schema objects from which a checked one is reachable (through any keyword or $ref)."""
-    return _ancestors(edges, targets)
-
-
-def _counted_lengths(checked: list[Located], keywords: list[str] | None) -> set[int]:
+def _counted_lengths(checked: list[Located], keywords: list[str]) -> set[int]:
     """Ids of the checked schema objects whose every check is a ``maxLength`` (an integer)
     the tracker counts on a string's prefix (`JsonValueChecks.step`): nothing is left for
     their value's validation to decide."""
-    if keywords is None:
-        return set()
     other = {id(loc.schema) for loc, kw in zip(checked, keywords, strict=True) if kw != "maxLength"}
     out = set()
     for loc, kw in zip(checked, keywords, strict=True):
