@@ -103,8 +103,11 @@ def warm_up(vocab, *, formats: bool | Iterable[str] = True,
     key = compile_regex(json_string_except_regex(["a"]))    # ... and the one that derives a table (a key
     tables.get(key, key.step(START, ord('"')))              # that is not "a", after its quote; the string body)
     _compiled_or_bits()                                     # the compiled loop that ORs token ids into masks
-    tables.crossing.intern_set(np.zeros(1, np.int64), np.zeros(1, np.int64)).scan(compile_regex("[a-z]"))
-    # (and the crossing scan's)
+    crossing = tables.crossing.intern_set(np.zeros(1, np.int64), np.zeros(1, np.int64))
+    crossing.scan(compile_regex("[a-z]"))                   # (and the crossing scan's)
+    literal = compile_regex('"(?:a|\\\\u0061)"')             # a key literal: a byte-wide table, whose
+    tables.get(literal, START)                              # walks are compiled versions of their own
+    crossing.scan(literal)
     report["trie"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()

@@ -686,7 +686,8 @@ def _outcome(build):
         table, accepting = build()
     except CompileLimitError as e:
         return e.limit
-    return byte_dfa._table_digest(table, accepting), table.tobytes(), accepting.tobytes()
+    assert table.dtype in (np.uint8, np.int32)         # (`state_dtype`: compared as state numbers)
+    return byte_dfa._table_digest(table, accepting), table.astype(np.int32).tobytes(), accepting.tobytes()
 
 
 @settings(max_examples=300, deadline=None, derandomize=True)

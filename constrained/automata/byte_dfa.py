@@ -62,7 +62,8 @@ _INT_KEY_SPAN = 2 ** 62  # product tuples are keyed by a mixed-radix int64 below
 class ByteDFA:
     """A deterministic automaton over bytes; state 0 is the absorbing dead state.
 
-    ``transitions[q, b]`` is the next state (int32); ``accepting[q]`` says whether
+    ``transitions[q, b]`` is the next state (int32, or uint8 where every state number
+    fits in a byte: see `state_dtype`); ``accepting[q]`` says whether
     the bytes read so far form a match.  Every non-dead state can reach an
     accepting state (the DFA is trimmed), so "not dead" means "viable prefix".
 
@@ -663,13 +664,36 @@ def _chain_dfa(regex: str, max_states: int) -> tuple[np.ndarray, np.ndarray] | N
         offsets.append(START + placed)
         counts.append(len(src))
         placed += size
-    table = np.zeros((placed + 2, 256), np.int32)
+    table = np.zeros((placed + 2, 256), state_dtype(placed + 2))
     if sources:                            # (offsets added once for all items: a key has one item per character)
         shift = np.repeat(np.asarray(offsets, np.int64), counts)
         table[np.concatenate(sources) + shift, np.concatenate(columns)] = np.concatenate(targets) + shift
     accepting = np.zeros(placed + 2, bool)
     accepting[START + placed] = True
     return table, accepting
+
+
+def state_dtype(num_states: int) -> type:
+    """The dtype of a new table of ``num_states`` rows: uint8 where every state number
+    fits in a byte, else int32.
+
+    A table is 256 entries per state and stays in memory as long as its automaton; a
+    key literal's has ~6 states per character (five of them inside its ``\\uXXXX``
+    spellings), ~70 KB as int32 for a ten-letter key.  A fresh schema builds hundreds,
+    and writing pages the process never had costs more than the rest of the build
+    (page faults: a 70 KB table took ~35 us to zero, a 17 KB one ~4 us).  The compiled
+    walks (`constrained.engine.trie_walk`, `constrained.engine.token_scan`) read both
+    widths; the digests hash the states as int32 either way."""
+    return np.uint8 if num_states <= 256 else np.int32
+
+
+def compiled_table(dfa: ByteDFA) -> np.ndarray:
+    """``dfa``'s transitions as the compiled walks take them: C-contiguous, uint8 or
+    int32 (each width is one compiled version of a walk; other widths are widened)."""
+    table = dfa.transitions
+    if table.dtype != np.uint8 and table.dtype != np.int32:
+        table = table.astype(np.int32)
+    return np.ascontiguousarray(table)
 
 
 def _numbered_table(rows: Sequence[dict[int, int]], accepts: Sequence[bool]) -> tuple[np.ndarray, np.ndarray]:

@@ -21,7 +21,7 @@ import functools
 
 import numpy as np
 
-from constrained.automata.byte_dfa import START, ByteDFA
+from constrained.automata.byte_dfa import START, ByteDFA, compiled_table
 
 SCALAR_CANDIDATES = 16   # up to this many candidates, byte by byte in Python beats whole-array steps
 
@@ -116,7 +116,7 @@ def scan_remainders(dfa: ByteDFA, toks: np.ndarray, offs: np.ndarray, by_first: 
         ([2], [0, 1, 1], [1, 1, 2])
     """
     return _compiled_remainders()(
-        np.ascontiguousarray(dfa.transitions, dtype=np.int32), dfa.accepting.view(np.uint8),
+        compiled_table(dfa), dfa.accepting.view(np.uint8),
         _read_only(toks, np.int64), _read_only(offs, np.int64), _read_only(by_first, np.int64),
         byte_matrix, np.asarray(lengths, dtype=np.int32), np.int64(stride))
 

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from constrained.automata.byte_dfa import ByteDFA
+from constrained.automata.byte_dfa import ByteDFA, compiled_table
 
 if TYPE_CHECKING:
     from constrained.engine.token_trie import VocabTrie
@@ -121,7 +121,7 @@ def walk(flat: FlatTrie, dfa: ByteDFA, state: int,
     inside_pos, split_lo, split_hi, split_depth, stack, _ = _scratch(flat)
     n_inside, n_split = _compiled_walk()(
         flat.byte, flat.depth, flat.lo, flat.hi, flat.nend, flat.skip, flat.first, starts,
-        np.ascontiguousarray(dfa.transitions, dtype=np.int32), dfa.accepting.view(np.uint8), np.int32(state),
+        compiled_table(dfa), dfa.accepting.view(np.uint8), np.int32(state),
         inside_pos, split_lo, split_hi, split_depth, stack)
     ids = flat.order[inside_pos[:n_inside]]
     if n_split == 0:
@@ -145,7 +145,7 @@ def walk_table(flat: FlatTrie, dfa: ByteDFA, state: int, size: int,
     inside_pos, split_lo, split_hi, split_depth, stack, _ = _scratch(flat)
     ids, packed, cross_toks, cross_pos, dense = _compiled_table_walk()(
         flat.byte, flat.depth, flat.lo, flat.hi, flat.nend, flat.skip, flat.first, flat.order,
-        np.ascontiguousarray(dfa.transitions, dtype=np.int32), dfa.accepting.view(np.uint8), np.int32(state),
+        compiled_table(dfa), dfa.accepting.view(np.uint8), np.int32(state),
         np.int64(size), np.int64(sparse_max), inside_pos, split_lo, split_hi, split_depth, stack)
     return (None, packed, cross_toks, cross_pos) if dense else (ids, None, cross_toks, cross_pos)
 
@@ -166,7 +166,7 @@ def walk_derived_table(flat: FlatTrie, dfa: ByteDFA, state: int, ref: int, diffe
     _, split_lo, split_hi, split_depth, stack, ref_stack = _scratch(flat)
     ids, packed, cross_toks, cross_pos, dense = _compiled_derived_walk()(
         flat.byte, flat.depth, flat.lo, flat.hi, flat.nend, flat.skip, flat.first, flat.order,
-        np.ascontiguousarray(dfa.transitions, dtype=np.int32), dfa.accepting.view(np.uint8), np.int32(state),
+        compiled_table(dfa), dfa.accepting.view(np.uint8), np.int32(state),
         np.int32(ref), np.asarray(differing, dtype=np.int32), base_inside, np.asarray(base_cross_toks, dtype=np.int32),
         np.asarray(base_cross_pos, dtype=np.int32), np.int64(size), np.int64(sparse_max),
         split_lo, split_hi, split_depth, stack, ref_stack)
