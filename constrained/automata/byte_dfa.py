@@ -664,7 +664,7 @@ def _chain_dfa(regex: str, max_states: int) -> tuple[np.ndarray, np.ndarray] | N
         offsets.append(START + placed)
         counts.append(len(src))
         placed += size
-    table = np.zeros((placed + 2, 256), state_dtype(placed + 2))
+    table: np.ndarray = np.zeros((placed + 2, 256), state_dtype(placed + 2))
     if sources:                            # (offsets added once for all items: a key has one item per character)
         shift = np.repeat(np.asarray(offsets, np.int64), counts)
         table[np.concatenate(sources) + shift, np.concatenate(columns)] = np.concatenate(targets) + shift
