@@ -258,6 +258,44 @@ def test_grammar_terminals_with_also_and_excluding() -> None:
     assert not m.allows(0) and m.allows(1) and not m.allows(6)  # "iéab" would be 4 letters
 
 
+@pytest.mark.parametrize("regex", [r'"[^"\\]*"', r"[0-9]+(?:\.[0-9]{1,3})?", r"(?:ab|cd){2,5}x?",
+                                   r'"(?:[^"\\]|\\u00[0-9a-f]{2}){2,9}"', r"(?:a|bc)*d(?:e|f)"])
+def test_compiled_residual_walk_equals_the_state_by_state_walk(regex: str) -> None:
+    """The compiled breadth-first walk (and its limits) against a walk in plain Python:
+    the same digest for every state, None exactly where the reachable states or levels
+    pass the limits."""
+    from constrained.engine.token_tables import residual_digest, successor_lists
+
+    dfa = compile_regex(regex)
+    succ = successor_lists(dfa)
+
+    def levels_from(q: int) -> list[list[int]]:
+        seen, out, frontier = {0, q}, [[q]], [q]
+        while frontier:
+            nxt = []
+            for p in frontier:
+                for s in succ[p]:
+                    if s not in seen:
+                        seen.add(s)
+                        nxt.append(s)
+            if nxt:
+                out.append(nxt)
+            frontier = nxt
+        return out
+
+    for q in range(1, dfa.num_states):
+        levels = levels_from(q)
+        reached = sum(map(len, levels))
+        want = residual_digest(dfa, q, succ)
+        assert residual_digest(dfa, q) == want is not None
+        for max_states in (1, 2, reached - 1, reached, None):
+            for max_depth in (1, 2, len(levels) - 1, len(levels), None):
+                got = residual_digest(dfa, q, max_states=max_states, max_depth=max_depth)
+                over = (max_states is not None and reached > max_states) or \
+                    (max_depth is not None and len(levels) > max_depth)
+                assert got == (None if over else want), (q, max_states, max_depth)
+
+
 def test_residual_digest_identifies_residual_languages() -> None:
     from constrained.engine.token_tables import residual_digest, successor_lists
 
