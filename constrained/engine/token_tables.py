@@ -56,8 +56,8 @@ SHARE_MAX_DEPTH = 24
 # `MAX_COUNTED_LENGTH`, 24) has ~20 states per character (UTF-8, escapes, surrogate
 # pairs), past `SHARE_MAX_RESIDUAL` from 13 characters on, yet the residual after j
 # characters of a minLength k string is a minLength k - j string's: schemas share them,
-# and `warm_up` computes them once.  The digest (1-2 ms at 500 states) costs less than
-# the table it finds (a string body's walk, ~6 ms on a 128k vocabulary).
+# and `warm_up` computes them once.  The digest (~0.2 ms at 400 states) costs less than
+# the table it finds (a string body's walk, ~1-6 ms on a 128k vocabulary).
 SHARE_COUNTED_MAX_STATES = 512
 
 
