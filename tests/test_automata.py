@@ -810,6 +810,37 @@ def test_key_literal_chains_equal_the_reference(text: str) -> None:
 
 
 
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(texts=st.lists(st.text(_KEY_CHARS, max_size=12), max_size=8),
+       others=st.lists(st.sampled_from(["[0-9]+", '"x"', "(?:ab|c)", "", "(?:)", "a*b", "(*json-string)"]),
+                       max_size=3),
+       long_key=st.booleans(), max_states=st.sampled_from([40, 20_000]))
+def test_chains_built_together_equal_compile_regex(texts, others, long_key, max_states) -> None:
+    """`chain_dfas` (a fresh schema's key literals at compile) gives each regex that
+    `compile_regex` builds as a chain the very automaton it builds (table values and
+    width, accepting states, digest), None for every other regex (other constructions,
+    the state limit, the empty string), and leaves nothing writable."""
+    from constrained.json_schema.compile.literals import json_literal_regex
+
+    regexes = [json_literal_regex(t) for t in texts] + others
+    if long_key:
+        regexes.append(json_literal_regex("k" * 60))     # past 256 states: an int32 table of its own
+    got = byte_dfa.chain_dfas(regexes, max_states)
+    assert len(got) == len(regexes)
+    for regex, dfa in zip(regexes, got):
+        direct = byte_dfa._chain_dfa(regex, max_states) if 40 * len(regex) <= byte_dfa.DEFAULT_MAX_NFA_STATES \
+            and not regex.startswith("(*") and byte_dfa._literal_words(regex) is None else None
+        if direct is None or direct[1][byte_dfa.START]:
+            assert dfa is None, regex
+            continue
+        want = compile_regex.__wrapped__(regex, max_states=max_states)
+        assert dfa is not None and dfa.digest == want.digest and dfa.regex == regex
+        assert dfa.transitions.dtype == want.transitions.dtype
+        assert np.array_equal(dfa.transitions, want.transitions) and np.array_equal(dfa.accepting, want.accepting)
+        assert not dfa.transitions.flags.writeable and not dfa.accepting.flags.writeable
+        assert dfa.transitions.flags.c_contiguous
+
+
 _REGEX_CHARS = st.sampled_from(list('ab"\\u0[]()|?*+{}.^$-') + ["(?:", "\\\\u0061", "\\u0061", "\\x41", "\n"])
 
 

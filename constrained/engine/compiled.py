@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from constrained.automata.byte_dfa import DEFAULT_MAX_STATES, START, ByteDFA, compile_terminal
+from constrained.automata.byte_dfa import DEFAULT_MAX_STATES, START, ByteDFA, chain_dfas, compile_terminal
 from constrained.deadline import DEFAULT_COMPILE_TIMEOUT, check_deadline, compile_deadline
 from constrained.engine.earley import EarleyParser, ParserTables
 from constrained.engine.recognizer import DEFAULT_MASK_MEMORY, Recognizer
@@ -147,8 +147,9 @@ def compile_grammar(grammar: Grammar, vocab, *, cache_dir: str | Path | None = _
     ``lazy_terminals`` builds each terminal's automaton when a state first reads it
     (`TerminalAutomata`), not now; the default (None) is lazy for grammars compiled
     from JSON Schemas, whose terminals are well-formed by construction and mostly
-    never read by one response, and eager for written grammars, whose bad terminals
-    (empty, too large) are then reported here.
+    never read by one response (their key literals are built now all the same, in one
+    pass: `chain_dfas`), and eager for written grammars, whose bad terminals (empty,
+    too large) are then reported here.
     ``timeout`` bounds this call, each later lazy build of a terminal, and each first
     computation of a state's mask or of a token step (seconds, None: no limit; the
     recognizer's ``timeout``): past it `CompileTimeoutError` names the terminal, rule
@@ -202,6 +203,14 @@ def compile_grammar(grammar: Grammar, vocab, *, cache_dir: str | Path | None = _
         dfas = TerminalAutomata(len(names), build)
         if not lazy_terminals or precompute:
             dfas.build_all()
+        else:       # key literals now, all in one pass (`chain_dfas`: cheaper than one by one later)
+            wanted = [i for i, name in enumerate(names) if (i >= tables.num_terminals or used[i])
+                      and not term_of[name][2] and not term_of[name][3]]
+            for i, dfa in zip(wanted, chain_dfas([term_of[names[i]][1] for i in wanted], max_dfa_states)):
+                if dfa is not None:
+                    if precompute is None:
+                        token_tables.load_cached(dfa)
+                    dfas.add_built(i, dfa)
         eos = np.asarray(sorted(vocab.eos_ids), dtype=np.int64)
         recognizer = Recognizer(parser, dfas, tables.num_terminals, token_tables, eos,  # type: ignore[arg-type]
                                 max_mask_memory=max_mask_memory, timeout=timeout)

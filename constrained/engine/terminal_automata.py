@@ -44,6 +44,13 @@ class TerminalAutomata(dict):
                 dict.__setitem__(self, index, self._build(index))
             return dict.__getitem__(self, index)
 
+    def add_built(self, index: int, dfa: ByteDFA | None) -> None:
+        """Give terminal ``index`` the automaton ``dfa``, built elsewhere (several at
+        once: `constrained.automata.byte_dfa.chain_dfas`), unless it has one already."""
+        with self._lock:
+            if index not in self:
+                dict.__setitem__(self, index, dfa)
+
     def built(self) -> int:
         """How many terminals have been looked up so far."""
         return len(self)
