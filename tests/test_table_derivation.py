@@ -166,13 +166,23 @@ def test_warm_up_builds_the_json_structure_a_fresh_schema_reads(llama3_vocab, mo
         return out
 
     monkeypatch.setattr(compiled, "_terminal_dfa", recording)
+    chained: list[str] = []                     # key literals built at compile, in one pass
+    chain_dfas = compiled.chain_dfas
+
+    def recording_chains(regexes, *args):
+        out = chain_dfas(regexes, *args)
+        chained.extend(r for r, d in zip(regexes, out) if d is not None)
+        return out
+
+    monkeypatch.setattr(compiled, "chain_dfas", recording_chains)
     schema = {"type": "object", "properties": {"zqx_fresh": {"type": "string"}, "zqx_n": {"type": "integer"}}}
     matcher = compile_grammar(Grammar.from_json_schema(schema), llama3_vocab).matcher()
     for token in llama3_vocab.encode(json.dumps({"zqx_fresh": "a b", "zqx_n": 3})):
         matcher.mask()
         assert matcher.advance(token)
-    assert built and all(name.startswith(("KEY", "EXTRA_KEY")) for name in built), built
+    assert all(name.startswith(("KEY", "EXTRA_KEY")) for name in built), built
     keys = {t.regex for t in Grammar.from_json_schema(schema).terminals if t.name.startswith(("KEY", "EXTRA_KEY"))}
+    assert chained and set(chained) <= keys, set(chained) - keys
     assert set(scans) <= keys, set(scans) - keys     # tables of the keys' states only
 
 
