@@ -30,7 +30,7 @@ def post(port: int, body: dict, route: str = "/v1/chat/completions") -> tuple[in
     req = urllib.request.Request(f"http://127.0.0.1:{port}{route}", json.dumps(body).encode(),
                                  {"Content-Type": "application/json"})
     try:
-        with urllib.request.urlopen(req, timeout=300) as r:
+        with urllib.request.urlopen(req, timeout=120) as r:
             return r.status, json.loads(r.read())
     except urllib.error.HTTPError as e:
         text = e.read()
@@ -60,12 +60,12 @@ def main() -> None:
                         break
             except OSError:
                 pass
-            if time.time() - t0 > 600:
-                raise SystemExit("the server did not start within 600 s")
+            if time.time() - t0 > 400:
+                raise SystemExit("the server did not start within 400 s")
             time.sleep(2)
         while post(port, {"model": model, "prompt": "Hi", "max_tokens": 1}, "/v1/completions")[0] != 200:
-            if time.time() - t0 > 600:      # /health answers before the first request can be served
-                raise SystemExit("the server did not serve a request within 600 s")
+            if time.time() - t0 > 400:      # /health answers before the first request can be served
+                raise SystemExit("the server did not serve a request within 400 s")
             time.sleep(2)
         report["startup_s"] = time.time() - t0
         messages = [{"role": "user", "content": "Describe a person as a JSON object with a name and an age."}]
