@@ -70,7 +70,9 @@ def side_by_side(argv: list[str]) -> None:
     skipped = 0
     t_start = time.time()
     load0 = [round(x, 2) for x in __import__("os").getloadavg()]
-    for rec in records:
+    from tqdm import tqdm
+
+    for rec in tqdm(records, desc="side by side", unit="schema"):
         tests = [t for t in rec.get("tests", []) if t.get("valid")]
         instances = [[int(t) for t in vocab.encode(json.dumps(t["data"]))] for t in tests]
         try:
