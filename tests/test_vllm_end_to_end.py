@@ -87,6 +87,18 @@ def _kill_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
+def test_the_venv_keeps_its_own_numba_cache():
+    # vLLM's numba is another version than the tests': sharing the working tree's
+    # __pycache__ would make each side recompile and overwrite the other's object code
+    import numba
+
+    out = subprocess.run([str(vllm_python()), "-c", "import numba; print(numba.__version__); "
+                          "print(numba.config.CACHE_DIR)"], capture_output=True, text=True, timeout=120)
+    version, cache_dir = out.stdout.split("\n")[:2]
+    assert cache_dir and Path(cache_dir).resolve().is_relative_to(Path(vllm_python()).parents[1].resolve()), out
+    assert numba.config.CACHE_DIR != cache_dir or version == numba.__version__
+
+
 @pytest.fixture(scope="module")
 def cases(tmp_path_factory):
     from constrained.bench.jsonschemabench import prompt_messages, round_robin_by_split

@@ -13,6 +13,12 @@ build; a bare ``torch`` would pull CUDA wheels), then lose torchvision/torchaudi
 builds do not import beside that torch).  This package goes in editable and without
 dependencies, so the venv runs the working tree.  Idempotent: a venv that already
 imports both is left as it is.  `vllm_python` finds the venv's interpreter.
+
+The venv keeps its own numba cache (``NUMBA_CACHE_DIR`` set at its interpreter's start,
+to ``numba-cache`` inside it, unless already set): vLLM pins a numba of its own, and the
+working tree's compiled-code cache (``__pycache__/*.nbi``, ``*.nbc``) is per numba
+version.  Shared, each side finds the other's index, compiles everything again and
+writes its object code under the same file names, while the other may be loading them.
 """
 
 from __future__ import annotations
@@ -58,6 +64,7 @@ def ensure_venv(path: Path = DEFAULT_VENV, *, cuda: bool = False) -> Path:
     """Create (or complete) the venv at ``path``; returns its interpreter."""
     python = path / "bin" / "python"
     if python.is_file() and _ready(python):
+        _own_numba_cache(python, path)
         print(f"vLLM venv ready: {python}", file=sys.stderr)
         return python
     if not python.is_file():
@@ -73,10 +80,27 @@ def ensure_venv(path: Path = DEFAULT_VENV, *, cuda: bool = False) -> Path:
                         "torchcodec"], check=True)
     root = _repo_root()
     pip("--no-deps", *(["-e", str(root)] if root is not None else [f"constrained=={_version()}"]))
+    _own_numba_cache(python, path)
     if not _ready(python):
         raise SystemExit(f"the vLLM venv at {path} does not import vllm and constrained.integrations.vllm")
     print(f"vLLM venv ready: {python}", file=sys.stderr)
     return python
+
+
+NUMBA_CACHE_PTH = "constrained_numba_cache.pth"
+
+
+def _own_numba_cache(python: Path, path: Path) -> None:
+    """Give the venv's interpreter its own numba cache directory (a ``.pth`` line run at
+    start: ``NUMBA_CACHE_DIR`` unless set), so it never shares the working tree's cache
+    with the numba of the interpreter that runs the tests (see the module docstring)."""
+    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    cache = (path / "numba-cache").resolve()
+    line = f"import os; os.environ.setdefault('NUMBA_CACHE_DIR', {str(cache)!r})\n"
+    pth = Path(purelib) / NUMBA_CACHE_PTH
+    if not pth.is_file() or pth.read_text() != line:
+        pth.write_text(line)
 
 
 def _version() -> str:
