@@ -11,6 +11,11 @@ Tokenizers and vocabularies (session-scoped, offline):
   on first use.
 
 Each fixture skips with the reason if its data is not available.
+
+Hypothesis runs without its ``explain`` phase (profile ``constrained-tests``): that
+phase replays a failing example under ``sys.settrace``, which on Python 3.11 can make
+one replay of a strategy as heavy as `grammar_strings` take many minutes (a
+``hypothesis.find`` call, whose success is a "failure", stalled a CI worker so).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import Phase, settings
 
 from constrained.errors import VocabularyError
 from constrained.vocabulary import TokenVocabulary, hf_encoder
@@ -35,6 +41,9 @@ TOKENIZERS_DIR = SHARED / "data" / "tokenizers"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 VOCAB_CACHE = Path(os.environ.get("CONSTRAINED_TEST_CACHE",
                                   "~/.cache/constrained/test-vocabs")).expanduser()
+
+settings.register_profile("constrained-tests", phases=[p for p in Phase if p is not Phase.explain])
+settings.load_profile("constrained-tests")
 
 
 # ---------------------------------------------------------------------- tokenizers
