@@ -15,15 +15,12 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
-import signal
 import subprocess
-import tempfile
-import time
 from pathlib import Path
 
 import jsonschema
 import pytest
+from process_group import run_in_group
 
 from constrained.integrations.vllm.venv import vllm_python
 
@@ -50,41 +47,14 @@ SCRIPT_TIMEOUT = 600   # seconds per script: under pytest's --timeout, so a stuc
 def _run(script: str, *args: str, timeout: int = SCRIPT_TIMEOUT) -> None:
     """Run a script of tests/vllm_scripts in the vLLM venv; fail with its output when it
     fails or outlives ``timeout``.  The script and everything it starts (vLLM's engine
-    processes, the server) form one process group, killed whatever happens: nothing it
-    left behind holds a pipe of this process or the CPU of the tests after it."""
-    with tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen([str(vllm_python()), str(SCRIPTS / script), *args], stdout=log, stderr=log,
-                                start_new_session=True)
-        try:
-            rc = proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            rc = None
-        finally:
-            _kill_group(proc)
-        log.seek(0)
-        output = log.read().decode(errors="replace")
+    processes, the server) form one process group, ended whatever happens
+    (`process_group.run_in_group`): nothing it left behind holds a pipe of this process
+    or the CPUs of the tests after it."""
+    rc, output = run_in_group([str(vllm_python()), str(SCRIPTS / script), *args], timeout)
     if rc is None:
         pytest.fail(f"{script} did not finish within {timeout} s (killed):\n{output[-6000:]}")
     if rc:
         pytest.fail(f"{script} exited with {rc}:\n{output[-6000:]}")
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    """End ``proc``'s process group: SIGTERM (vLLM shuts its engine down), SIGKILL after 30 s."""
-    for sig, grace in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return                          # (the whole group is gone)
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline:
-            proc.poll()
-            try:
-                os.killpg(proc.pid, 0)
-            except ProcessLookupError:
-                return
-            time.sleep(0.2)
-    proc.wait()
 
 
 def test_the_venv_keeps_its_own_numba_cache():
