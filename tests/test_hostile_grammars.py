@@ -54,9 +54,12 @@ def _timeout_of(load) -> CompileTimeoutError:
 
 
 def _gbnf_slow_lowering_names_the_rule_and_its_line() -> str:
-    text = hs._counted_rules(300, "gbnf")         # 1000 helper rules per rule: seconds to lower
-    e = _timeout_of(lambda: Grammar.from_gbnf(text, timeout=0.3))
-    assert e.limit == "compile_timeout" and e.value == 0.3
+    # 1000 helper rules per rule: ~6 s to lower, where reading the text takes ~0.05 s (up to
+    # ~20x that in a child forked from a test process with a large heap: 0.3 s and 300 rules
+    # timed out while still reading there, before any rule)
+    text = hs._counted_rules(1000, "gbnf")
+    e = _timeout_of(lambda: Grammar.from_gbnf(text, timeout=1.5))
+    assert e.limit == "compile_timeout" and e.value == 1.5
     assert e.rule is not None and e.rule.startswith(("r-", "y-")), e
     lines = text.splitlines()
     assert lines[e.line - 1].startswith(f"{e.rule} ::="), (e.rule, e.line)
