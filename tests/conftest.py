@@ -12,10 +12,10 @@ Tokenizers and vocabularies (session-scoped, offline):
 
 Each fixture skips with the reason if its data is not available.
 
-Hypothesis runs without its ``explain`` phase (profile ``constrained-tests``): that
-phase replays a failing example under ``sys.settrace``, which on Python 3.11 can make
-one replay of a strategy as heavy as `grammar_strings` take many minutes (a
-``hypothesis.find`` call, whose success is a "failure", stalled a CI worker so).
+Hypothesis runs without its ``explain`` phase (profile ``constrained-tests``): with it,
+the replay of a ``hypothesis.find`` example (whose success is a "failure"), under the
+phase's ``sys.settrace`` tracer, stalled for minutes after the rest of the suite in
+one process, in `test_grammar_strings_shrink_to_small_counterexamples`.
 """
 
 from __future__ import annotations

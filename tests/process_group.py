@@ -48,14 +48,19 @@ def group_alive(pgid: int) -> bool:
     """Whether a process of group ``pgid`` still runs (zombies, which only wait to be
     reaped by their parent, do not count)."""
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(b")") + 2:].split()     # (after the command name, which may hold spaces)
-        if int(fields[2]) == pgid and fields[0] != b"Z":
-            return True
+        if entry.isdigit():
+            status = process_status(int(entry))
+            if status is not None and status[1] == pgid and status[0] != "Z":
+                return True
     return False
+
+
+def process_status(pid: int) -> tuple[str, int] | None:
+    """``(state letter, process group)`` of process ``pid`` from ``/proc``; None if there is none."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(b")") + 2:].split()     # (after the command name, which may hold spaces)
+    return fields[0].decode(), int(fields[2])

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 import time
 
-from process_group import group_alive, run_in_group
+from process_group import group_alive, process_status, run_in_group
 
 # starts a child that would sleep for ten minutes, says its pid, then runs ARGV[1]
 PARENT = """
@@ -25,12 +25,8 @@ def _child_pid(output: str) -> int:
 
 
 def _gone(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return True
-    return stat[stat.rindex(b")") + 2:].split()[0] == b"Z"
+    status = process_status(pid)
+    return status is None or status[0] == "Z"
 
 
 def test_a_command_past_its_time_is_ended_with_its_children() -> None:
