@@ -92,13 +92,14 @@ def _textbook_closure(p: EarleyParser, node_id: int) -> tuple[set, set, bool]:
     return expect, waiting, accepting
 
 
-@pytest.mark.parametrize("source", SOURCES, ids=["json", "arithmetic", "nullable", "chain", "cycles"])
-def test_memoised_closures_equal_the_textbook_closure(source):
-    p = _parser(source)
-    rng = random.Random(7)
+def _compare_with_textbook(p: EarleyParser, rng: random.Random, nodes: int, cut_share: float,
+                           cut_depth: int) -> int:
+    """Walk up to ``nodes`` random nodes over scans (abstract ones too, a ``cut_share`` of
+    the time) and check each one's items and acceptance against `_textbook_closure`;
+    returns how many were checked."""
     frontier = [p.root]
     visited = set()
-    while frontier and len(visited) < 400:       # random walks over scans, abstract nodes included
+    while frontier and len(visited) < nodes:
         n = frontier.pop(rng.randrange(len(frontier)))
         if n in visited:
             continue
@@ -109,9 +110,8 @@ def test_memoised_closures_equal_the_textbook_closure(source):
             except NeedsContext:
                 continue
             frontier.append(m)
-            if rng.random() < 0.2:
-                frontier.append(p.abstract(m, 2))
-    assert len(visited) > 5
+            if rng.random() < cut_share:
+                frontier.append(p.abstract(m, cut_depth))
     for n in visited:
         node = p.node(n)
         for items in (*node.expect.values(), *node.waiting.values()):
@@ -122,46 +122,12 @@ def test_memoised_closures_equal_the_textbook_closure(source):
         assert got_e == expect, n
         assert got_w == waiting, n
         assert node.accepting == accepting, n
-
-
-def _compare_terminals_after(p: EarleyParser, rng: random.Random, nodes: int, cut_share: float,
-                             cut_depth: int) -> int:
-    """Walk up to ``nodes`` random nodes (abstract ones too, a ``cut_share`` of the time)
-    and, for every terminal, check `terminals_after` before the node exists against the
-    node `scan` builds (`NeedsContext` where scan raises it); returns how many agreed."""
-    frontier = [p.root]
-    visited = set()
-    asked = 0
-    while frontier and len(visited) < nodes:
-        n = frontier.pop(rng.randrange(len(frontier)))
-        if n in visited:
-            continue
-        visited.add(n)
-        for term in range(p.tables.num_terminals):      # unexpected terminals too: ()
-            before = p.num_nodes
-            try:
-                ahead = p.terminals_after(n, term)
-            except NeedsContext:
-                with pytest.raises(NeedsContext):
-                    p.scan(n, term)
-                continue
-            assert p.num_nodes == before                 # nothing interned by the look ahead
-            m = p.scan(n, term)
-            assert ahead == (p.node(m).terminals if m >= 0 else ()), (n, term)
-            assert p.terminals_after(n, term) == ahead   # and the same once the node exists
-            asked += 1
-            if m >= 0:
-                frontier.append(m)
-                if rng.random() < cut_share:
-                    frontier.append(p.abstract(m, cut_depth))
-    return asked
+    return len(visited)
 
 
 @pytest.mark.parametrize("source", SOURCES, ids=["json", "arithmetic", "nullable", "chain", "cycles"])
-def test_terminals_after_equal_the_scanned_nodes_terminals(source):
-    """`terminals_after`, asked before the node exists (no node built), gives the
-    terminals of the node `scan` builds next, and raises `NeedsContext` where it does."""
-    assert _compare_terminals_after(_parser(source), random.Random(11), 300, 0.2, 2) > 20
+def test_memoised_closures_equal_the_textbook_closure(source):
+    assert _compare_with_textbook(_parser(source), random.Random(7), 400, 0.2, 2) > 5
 
 
 _SYMBOLS = ["a", "b", "c", '"x"', '"y"', '"z"']
@@ -180,14 +146,14 @@ def _random_grammars(draw) -> str:
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_random_grammars(), st.integers(0, 2**16))
-def test_terminals_after_equal_the_scanned_nodes_terminals_on_random_grammars(source, seed):
-    """The look-ahead walk (items, next symbols' first terminals, completions into
-    origins) against the node `scan` closes, on random grammars, abstract nodes too."""
+def test_memoised_closures_equal_the_textbook_closure_on_random_grammars(source, seed):
+    """Closures with memoised completions and merged predictions against the textbook
+    closure, on random grammars (nullable, recursive, cyclic), abstract nodes too."""
     try:
         p = _parser(source)
     except EmptyLanguageError:
         assume(False)
-    _compare_terminals_after(p, random.Random(seed), 40, 0.3, 1)
+    _compare_with_textbook(p, random.Random(seed), 40, 0.3, 1)
 
 
 @pytest.mark.parametrize("source", SOURCES)
@@ -202,14 +168,12 @@ def test_what_the_parser_keeps_is_not_tracked_by_the_garbage_collector(source: s
     p = _parser(source)
     rng = random.Random(0)
     frontier = [p.root]
-    for _ in range(200):                     # random scans: nodes, completions, look-aheads
+    for _ in range(200):                     # random scans: nodes, completions
         node = rng.choice(frontier)
         terminals = p.terminals(node)
         if not terminals:
             continue
-        t = rng.choice(terminals)
-        p.terminals_after(node, t)
-        nxt = p.scan(node, t)
+        nxt = p.scan(node, rng.choice(terminals))
         if nxt >= 0:
             frontier.append(nxt)
     assert p.num_nodes > 3

@@ -217,9 +217,6 @@ class EarleyParser:
         self._completion_memo: dict[int, tuple[int, ...]] = {}
         self._completion_pending: dict[int, Pending] = {}
         self._prediction_memo: dict[int, tuple[int, ...]] = {}
-        self._terminals_after: dict[int, tuple[int, ...]] = {}
-        self._first_memo: dict[int, tuple[int, ...]] = {}
-        self._completion_terminals_memo: dict[int, tuple[int, ...]] = {}
         self.root = self._intern(("root",), [self.item(r, 0, SELF) for r in tables.rules_by_lhs[tables.start]])
         self._union_memo: dict[tuple[int, ...], int] = {}
         self._abstract_memo: dict[tuple[int, int], int] = {}
@@ -302,97 +299,6 @@ class EarleyParser:
                     raise
         self._scan_memo[key] = result
         return result
-
-    def terminals_after(self, node_id: int, terminal: int) -> tuple[int, ...]:
-        """The terminals the node ``scan(node_id, terminal)`` expects (its ``terminals``;
-        ``()`` if ``terminal`` is not expected), without interning that node when it is
-        not there yet (memoised).
-
-        For a look ahead that usually ends here: the crossing walk asks whether any
-        token remainder can go on after a lexeme, and in about half the cases none can,
-        so neither the node nor its closure (item dicts, completions, predictions) is
-        built.  The items that read ``terminal`` are walked instead: each one's next
-        symbol (a nonterminal's first terminals, `first_terminals`), past nullable ones,
-        and at the end of a rule the terminals of the memoised completion of its
-        left-hand side into its origin (`_completion`, which the closures of nodes made
-        later borrow anyway).  That is the closure's set of expected terminals: a
-        closure predicts exactly the first terminals of what follows the dots, and
-        completes exactly into those origins.  Raises `NeedsContext` where `scan` would
-        (a completion into a cut origin).
-
-        Example:
-            >>> from constrained.grammar.ir import Grammar
-            >>> p = EarleyParser(ParserTables.from_grammar(Grammar.from_lark('start: "a" ("b" | "c")')))
-            >>> [p.tables.terminal_names[t] for t in p.terminals_after(p.root, p.terminal_id("A"))]
-            ['B', 'C']
-        """
-        key = node_id * self._nsym + terminal
-        hit = self._scan_memo.get(key)
-        if hit is not None:
-            if hit == CUT:
-                raise NeedsContext
-            return self._node_terminals[hit] if hit >= 0 else ()
-        hit = self._terminals_after.get(key)
-        if hit is not None:
-            return hit
-        items = self._waiting(node_id, terminal) if terminal < self._nterm else None
-        if not items:
-            return ()
-        nterm, nullable = self._nterm, self.tables.nullable
-        shift, pmask, sym_at, lhs_at = self._shift, self._pmask, self._sym_at, self._lhs_at
-        found: set[int] = set()
-        agenda = [(i + 1, node_id) for i in items]     # (advanced item, the node its SELF origin is)
-        while agenda:                   # (both lookups below are memoised)
-            item, here = agenda.pop()
-            p = item & pmask
-            x = sym_at[p]
-            if x < 0:                   # complete: the completion of the lhs into the origin
-                field = item >> shift
-                if field == 0:
-                    raise NeedsContext
-                found.update(self._completion_terminals(here if field == 1 else field - 2, lhs_at[p]))
-            elif x < nterm:
-                found.add(x)
-            else:
-                found.update(self.first_terminals(x))
-                if x in nullable:
-                    agenda.append((item + 1, here))
-        hit = self._terminals_after[key] = tuple(sorted(found))
-        return hit
-
-    def _completion_terminals(self, origin: int, lhs: int) -> tuple[int, ...]:
-        """The terminals the memoised `_completion` of ``(origin, lhs)`` expects: its items'
-        and its predictions' (memoised; the closures of the nodes made later borrow the
-        same completion)."""
-        key = origin * self._nsym + lhs
-        hit = self._completion_terminals_memo.get(key)
-        if hit is None:
-            with self._lock:
-                predicts, _, _ = self._completion(origin, lhs, 1)
-            nterm = self._nterm
-            found = {x for x in self._completion_pending[key] if x < nterm}
-            for x in predicts:
-                found.update(self.first_terminals(x))
-            hit = self._completion_terminals_memo[key] = tuple(found)
-        return hit
-
-    def first_terminals(self, nonterminal: int) -> tuple[int, ...]:
-        """The terminals a string of ``nonterminal`` can start with (memoised per grammar):
-        the terminals its prediction expects (`_predicted`).
-
-        Example:
-            >>> from constrained.grammar.ir import Grammar
-            >>> p = EarleyParser(ParserTables.from_grammar(Grammar.from_lark('start: "b"? "c"')))
-            >>> [p.tables.terminal_names[t] for t in p.first_terminals(p.tables.start)]
-            ['B', 'C']
-        """
-        hit = self._first_memo.get(nonterminal)
-        if hit is None:
-            with self._lock:            # `_predicted` fills its memos as closures do
-                own, nterm = self._own, self._nterm
-                hit = self._first_memo[nonterminal] = tuple(sorted(
-                    {k for y in self._predicted(nonterminal) for k in own[y][0] if k < nterm}))
-        return hit
 
     def abstract(self, node_id: int, depth: int) -> int:
         """``node_id`` with its origin chains cut ``depth`` levels down.

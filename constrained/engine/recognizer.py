@@ -101,7 +101,6 @@ class Recognizer:
         self._dense_masks: dict[int, np.ndarray] = {}   # the last materialised state masks (LRU)
         self._start_bytes_memo: dict[int, np.ndarray] = {}
         self._start_mask_memo: dict[int, int] = {}      # node -> its start bytes as an int bitmask
-        self._start_mask_after_memo: dict[int, int] = {}   # node * count + lexeme -> the same after it
         self._lex_start_mask: dict[int, int] = {}       # lexeme -> the bytes its DFA can start with
         self._inside_bits: dict[int, Bits | None] = {}   # lexeme << 32 | DFA state -> `_node_free_bits`
         self._lock = threading.Lock()
@@ -371,10 +370,14 @@ class Recognizer:
             live, child = cset.scan(self.dfas[lx])
             if live is not None:
                 parts.append(((live,), None) if live.itemsize == 1 else ((), live))
-            # no remainder starts with a byte that can start a lexeme after it: nothing to walk
-            # (asked before the node after the lexeme is built: about half the time it is not)
-            if child is not None and child.first_mask & self._start_mask_after(node, lx):
-                sub = self.crossing_bits(self.after_lexeme(node, lx), child)
+            if child is None:
+                continue
+            # no remainder starts with a byte that can start a lexeme after it: nothing to walk.
+            # The node after the lexeme is built to ask (a walk of its items that stops short
+            # of it cost more than it saved: the next tokens of an instance mostly build it)
+            after = self.after_lexeme(node, lx)
+            if child.first_mask & self._start_mask(after):
+                sub = self.crossing_bits(after, child)
                 if sub is not None:
                     parts.append(sub)
         return self._union(parts)
@@ -402,18 +405,6 @@ class Recognizer:
             m = lex_start.get(lx)
             out |= self._lexeme_start_mask(lx) if m is None else m
         return out
-
-    def _start_mask_after(self, node: int, lexeme: int) -> int:
-        """`_start_mask` of ``after_lexeme(node, lexeme)``, without building that parser
-        node when it is not there yet (`EarleyParser.terminals_after`; memoised)."""
-        if lexeme >= self.num_parser_terminals:
-            return self._start_mask(node)
-        key = node * self.num_parser_terminals + lexeme
-        hit = self._start_mask_after_memo.get(key)
-        if hit is None:
-            hit = self._start_mask_after_memo[key] = self._lexemes_start_mask(
-                self.parser.terminals_after(node, lexeme) + self.ignore_ids)
-        return hit
 
     def _start_bytes(self, node: int) -> np.ndarray:
         """Bool[256]: the bytes that can start a lexeme at a boundary in ``node``."""
