@@ -1,8 +1,9 @@
 """`fill_masks`: batched masks equal per-row `mask()` (grammars, JSON Schemas, value checks,
-finished rows, padded widths, torch out), typed errors; the serving benchmark's smoke run."""
+finished rows, padded widths, torch out), typed errors; the serving and slow-token benchmarks' smoke runs."""
 
 from __future__ import annotations
 
+import json
 import random
 import sys
 from pathlib import Path
@@ -237,3 +238,26 @@ def test_serving_benchmark_smoke(llama3, tmp_path, monkeypatch, with_llguidance:
         ["serving_batch.png"] if with_llguidance else [])
     md = (tmp_path / "serving_batch.md").read_text()
     assert "| 2 | 2 /" in md and ("×" in md) == with_llguidance and "Schemas seen before" in md
+
+
+def test_slow_tokens_benchmark_attributes_the_slow_tokens(llama3, tmp_path) -> None:
+    """`benchmarks/slow_tokens.py` on two small schemas, every token counted slow: the timers
+    reach the engine's parts (fresh schemas build parser nodes), the shares add up to at
+    most the whole, and the reports are written."""
+    _serving_batch()                            # (puts benchmarks/ on the path)
+    import slow_tokens
+
+    data = tmp_path / "records.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in SMOKE_RECORDS))
+    path, _ = llama3
+    res = slow_tokens.main(["--every", "1", "--no-llguidance", "--threshold-us", "0", "--data", str(data),
+                            "--vocab", str(path), "--out", str(tmp_path / "out")])
+    assert res["meta"]["schemas"] == 2
+    assert res["tokens"] > 10 and res["slow_tokens"] == res["tokens"]
+    assert res["slow_in_first_instance"] == res["tokens"]         # one valid instance each
+    shares = res["slow_time_shares"]
+    assert shares["Earley sets of new parser nodes"] > 0
+    assert 0 < sum(shares.values()) <= 1.0
+    assert res["llguidance_us"] is None
+    md = (tmp_path / "out" / "slow_tokens.md").read_text()
+    assert "| Earley sets of new parser nodes |" in md and (tmp_path / "out" / "slow_tokens.json").is_file()
