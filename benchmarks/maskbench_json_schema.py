@@ -35,30 +35,22 @@ def side_by_side(argv: list[str]) -> None:
 
     import numpy as np
     import serving_batch as sb
-    from _common import DEFAULT_DATA, DEFAULT_VOCAB, RESULTS_DIR, load_vocabulary, read_maskbench
+    from _common import (add_dataset_arguments, load_vocabulary, read_maskbench, time_tokens,
+                         warm_up_ours)
 
     ap = argparse.ArgumentParser(description="MaskBench timings side by side with llguidance")
     ap.add_argument("--vs-llguidance", action="store_true")
     ap.add_argument("--every", type=int, default=30, help="every K-th schema of the file (default 30)")
     ap.add_argument("--limit", type=int, default=None)
-    ap.add_argument("--data", default=str(DEFAULT_DATA))
-    ap.add_argument("--vocab", default=str(DEFAULT_VOCAB))
-    ap.add_argument("--out", default=str(RESULTS_DIR))
+    add_dataset_arguments(ap)
     a = ap.parse_args(argv)
     vocab = load_vocabulary(a.vocab)
     eos = int(min(vocab.eos_ids))
     ours, llg = sb.OurEngine(vocab), sb.LLGuidanceEngine(a.vocab, vocab.eos_ids)
     records = list(read_maskbench(a.data))[::a.every][:a.limit]
-    from constrained import warm_up
-
-    warm_up(vocab, cache_dir=None)                  # as the protocol's workers do, and a server at start
+    warm_up_ours(ours, vocab)                       # as the protocol's workers do, and a server at start
     for schema, inst in sb.WARMUP:
-        toks = [int(t) for t in vocab.encode(json.dumps(inst))]
-        m = ours.compile(schema)
-        for t in toks:
-            m.mask()
-            m.advance(t)
-        llg.accepts(llg.compile(schema), toks, eos)
+        llg.accepts(llg.compile(schema), [int(t) for t in vocab.encode(json.dumps(inst))], eos)
     gc.collect()
     gc.freeze()
     import llguidance.numpy as lln
@@ -96,21 +88,16 @@ def side_by_side(argv: list[str]) -> None:
                 mo = mo.compiled.matcher()
             # one engine over the whole instance, then the other (no cache interference
             # between them token by token); both instance by instance, as the same load
-            times_o, times_l = [], []
-            for t in toks + [eos]:
-                t0 = clock()
-                mo.mask()
-                ok = mo.advance(t)
-                times_o.append(clock() - t0)
-                if not ok:
-                    break
-            for t in toks + [eos]:
-                t0 = clock()
-                lln.fill_next_token_bitmask(ml, bitmask, 0)
-                ok = ml.consume_token(t)
-                times_l.append(clock() - t0)
-                if not ok:
-                    break
+            def ours_step(t: int, m=mo) -> bool:
+                m.mask()
+                return m.advance(t)
+
+            def llguidance_step(t: int, m=ml) -> bool:
+                lln.fill_next_token_bitmask(m, bitmask, 0)
+                return m.consume_token(t)
+
+            times_o = time_tokens(ours_step, toks + [eos])
+            times_l = time_tokens(llguidance_step, toks + [eos])
             if len(times_o) == len(times_l) == len(toks) + 1:   # both accepted it
                 tbm["ours"] += times_o
                 tbm["llguidance"] += times_l

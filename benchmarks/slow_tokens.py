@@ -42,7 +42,8 @@ from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
-from _common import DEFAULT_DATA, DEFAULT_VOCAB, RESULTS_DIR, load_vocabulary, read_maskbench  # noqa: E402
+from _common import (  # noqa: E402
+    add_dataset_arguments, load_vocabulary, read_maskbench, time_tokens, warm_up_ours)
 from tqdm import tqdm  # noqa: E402
 
 Key = tuple[int, int, int]      # (schema index in the sample, instance, token)
@@ -139,14 +140,11 @@ def _loop(engine, records: list[dict], vocab, eos: int, llg=None, timers: PartTi
                 if not ok:
                     break
             if llg is not None:
-                ml = llg.compile(rec["schema"])
-                for tok in toks:
-                    t0 = clock()
-                    lln.fill_next_token_bitmask(ml, bitmask, 0)
-                    ok = ml.consume_token(tok)
-                    theirs.append(clock() - t0)
-                    if not ok:
-                        break
+                def llguidance_step(t: int, m=llg.compile(rec["schema"])) -> bool:
+                    lln.fill_next_token_bitmask(m, bitmask, 0)
+                    return m.consume_token(t)
+
+                theirs += time_tokens(llguidance_step, toks)
     return {"times": times, "keys": keys, "theirs": theirs, "by_part": dict(by_part)}
 
 
@@ -167,9 +165,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--threshold-us", type=float, default=None,
                     help="a slow token's time (default: llguidance's p99 on the same tokens)")
     ap.add_argument("--no-llguidance", action="store_true", help="do not run llguidance even if installed")
-    ap.add_argument("--data", default=str(DEFAULT_DATA))
-    ap.add_argument("--vocab", default=str(DEFAULT_VOCAB))
-    ap.add_argument("--out", default=str(RESULTS_DIR))
+    add_dataset_arguments(ap)
     a = ap.parse_args(argv)
     vocab = load_vocabulary(a.vocab)
     eos = int(min(vocab.eos_ids))
@@ -192,14 +188,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if llg is None and a.threshold_us is None:
         ap.error("without llguidance, give --threshold-us")
     engine = sb.OurEngine(vocab)
-    from constrained import warm_up
-
-    warm_up(vocab, cache_dir=None)          # as the side-by-side benchmark does
-    for schema, inst in sb.WARMUP:
-        m = engine.compile(schema)
-        for t in vocab.encode(json.dumps(inst)):
-            m.mask()
-            m.advance(int(t))
+    warm_up_ours(engine, vocab)             # as the side-by-side benchmark does
     gc.collect()
     gc.freeze()
     # pass 2 forks from here, before pass 1 touches any cache: both start alike
