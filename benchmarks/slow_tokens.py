@@ -36,7 +36,7 @@ import gc  # noqa: E402
 import json  # noqa: E402
 import multiprocessing as mp  # noqa: E402
 import time  # noqa: E402
-from collections import Counter  # noqa: E402
+from collections import Counter, defaultdict  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
@@ -73,7 +73,7 @@ class PartTimers:
     part called inside another is the outer one's) and the collector's pauses."""
 
     def __init__(self) -> None:
-        self.spent: Counter[str] = Counter()
+        self.spent: defaultdict[str, float] = defaultdict(float)   # part -> seconds
         self._inside: str | None = None
         self._gc_start = 0.0
         for part, owner, name in _parts():
@@ -107,13 +107,14 @@ class PartTimers:
 
 
 def _loop(engine, records: list[dict], vocab, eos: int, llg=None, timers: PartTimers | None = None,
-          keep: set[Key] | None = None, progress: bool = True) -> dict[str, Any]:
+          keep: frozenset[Key] | set[Key] = frozenset(), progress: bool = True) -> dict[str, Any]:
     """The per-token loop; with ``timers``, the parts' time of the tokens in ``keep``."""
     clock = time.perf_counter
     times: list[float] = []
     keys: list[Key] = []
+    tokens: list[int] = []          # the token each time is of
     theirs: list[float] = []
-    by_part: Counter[str] = Counter()
+    by_part: defaultdict[str, float] = defaultdict(float)
     bitmask = None
     if llg is not None:
         import llguidance.numpy as lln
@@ -128,13 +129,14 @@ def _loop(engine, records: list[dict], vocab, eos: int, llg=None, timers: PartTi
             toks = [int(t) for t in vocab.encode(json.dumps(test["data"]))] + [eos]
             m = compiled.matcher()
             for j, tok in enumerate(toks):
-                before = dict(timers.spent) if timers is not None else None
+                before = dict(timers.spent) if timers is not None and (si, k, j) in keep else None
                 t0 = clock()
                 m.mask()
                 ok = m.advance(tok)
                 times.append(clock() - t0)
                 keys.append((si, k, j))
-                if timers is not None and keep is not None and (si, k, j) in keep:
+                tokens.append(tok)
+                if before is not None:
                     for part, spent in timers.spent.items():
                         by_part[part] += spent - before.get(part, 0.0)
                 if not ok:
@@ -145,7 +147,7 @@ def _loop(engine, records: list[dict], vocab, eos: int, llg=None, timers: PartTi
                     return m.consume_token(t)
 
                 theirs += time_tokens(llguidance_step, toks)
-    return {"times": times, "keys": keys, "theirs": theirs, "by_part": dict(by_part)}
+    return {"times": times, "keys": keys, "tokens": tokens, "theirs": theirs, "by_part": dict(by_part)}
 
 
 def _attribute(engine, records, vocab, eos, keep: set[Key]) -> dict[str, Any]:
@@ -217,14 +219,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             proc.terminate()
             proc.join()
         gc.unfreeze()
-    texts: Counter[bytes] = Counter()
-    token_of: dict[tuple[int, int], list[int]] = {}
-    for si, k, j in keep:
-        if (si, k) not in token_of:
-            tests = [t for t in records[si].get("tests", []) if t.get("valid")]
-            token_of[si, k] = [int(t) for t in vocab.encode(json.dumps(tests[k]["data"]))] + [eos]
-        tok = token_of[si, k][j]
-        texts[b"<EOS>" if tok == eos else vocab.token_bytes[tok]] += 1
+    texts = Counter(b"<EOS>" if tok == eos else vocab.token_bytes[tok]
+                    for tok, is_slow in zip(first["tokens"], slow) if is_slow)
     total = parts["slow_total"]
     shares = {p: s / total for p, s in sorted(parts["by_part"].items(), key=lambda kv: -kv[1])} if total else {}
     res = {"meta": {"date": time.strftime("%Y-%m-%d %H:%M"), "every": a.every, "schemas": len(records),
