@@ -152,14 +152,22 @@ _PIECES = ["a", "é", "😀", "\\n", "\\u00e9", "\\ud83d\\ude00", "\\ud83d", "\\
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.sampled_from(_PIECES), max_size=6), st.integers(25, 34), st.integers(0, 9),
-       st.lists(st.sampled_from(["a", "bc", "é", "😀", "x" * 7, "\\", '"', "\xa0b", "é"[:1]]), min_size=9, max_size=20))
-def test_refused_plain_tokens_under_max_length_equal_stepping_each(pieces, limit, slack, tokens) -> None:
-    # `refused` decides plain string content under a maxLength by counts; stepping every
-    # candidate through the checks is the reference (escapes, surrogate pairs and UTF-8
-    # sequences split between the text and the token included; bounds above 24 are checks)
-    checks = Grammar.from_json_schema({"type": "array", "items": {"type": "string", "maxLength": limit}}).checks
+       st.lists(st.sampled_from(["a", "bc", "é", "😀", "x" * 7, "\\", '"', "\xa0b", "é"[:1], 'ab"', '"]', '",',
+                                 'xyz",', 'a\\n', 'ab\\', '\\u00e9b', 'é"', 'a\x01', "x" * 7 + '"]', '"]]', ' "',
+                                 'ab\\"c']), min_size=9, max_size=24),
+       st.booleans())
+def test_refused_plain_tokens_under_max_length_equal_stepping_each(pieces, limit, slack, tokens, unique) -> None:
+    # `refused` decides string content under a maxLength by counts (a plain token's
+    # characters, or those a token surely begins before its quote or escape) and reads a
+    # token that ends the string from the state after its quote; stepping every candidate
+    # through the checks is the reference (escapes, surrogate pairs and UTF-8 sequences
+    # split between the text and the token included; bounds above 24 are checks; unique
+    # elements make the string's value matter after its quote)
+    checks = Grammar.from_json_schema({"type": "array", "items": {"type": "string", "maxLength": limit},
+                                       "uniqueItems": unique}).checks
     vocab = TokenVocabulary.from_token_bytes([t.encode() for t in tokens] + [b"\x80a", "é".encode()[1:] + b"z"])
-    text = b'["' + ("a" * (limit - slack) + "".join(pieces)).encode()     # near the bound
+    earlier = b'"' + b"a" * (limit - slack) + b'",' if unique else b""    # a repeat may end the string
+    text = b'[' + earlier + b'"' + ("a" * (limit - slack) + "".join(pieces)).encode()     # near the bound
     state = checks.start()
     for i in range(len(text)):                 # byte by byte: the checks read any split
         state = checks.step(state, text[:i], text[i:i + 1])

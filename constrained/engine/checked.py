@@ -24,10 +24,11 @@ Each optional capability is a `typing.Protocol` in `constrained.grammar.checks`
 `SupportsDeficit`, `SupportsBlankInsignificance`), and the engine asks for it with
 ``isinstance``:
 
-* optionally ``refused(state, text, ids, vocab) -> list[int]``: the tokens of ``ids``
-  (candidates) that ``step`` refuses after ``text``, where the checks know cheaper ways
-  than one ``step`` per token (`JsonValueChecks` simulates one token per class of
-  tokens that differ only in blanks outside strings);
+* optionally ``refused(state, text, ids, vocab) -> token ids`` (a list or an int
+  array): the tokens of ``ids`` (candidates) that ``step`` refuses after ``text``,
+  where the checks know cheaper ways than one ``step`` per token (`JsonValueChecks`
+  simulates one token per class of tokens that differ only in blanks outside strings,
+  and counts the characters plain content adds to a string under its maxLength);
 * optionally ``witnesses() -> tuple[bytes, ...]``: text the checks are likely to
   accept where the grammar reads free content (JSON-escaped string contents); the
   search for a completion that passes the checks writes them whole
@@ -97,7 +98,7 @@ class CheckedMatcher(Matcher):
             else:
                 text, tb = self._text, self._token_bytes
                 drop = [t for t in cands.tolist() if self._checks.step(state, text, tb[t]) is None]
-            if drop:
+            if len(drop):
                 out = m.copy()
                 set_token_bits(out, drop, False)
         if super().is_accepting() and not self._checks.accepts_end(state, self._text):

@@ -22,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
@@ -106,10 +107,12 @@ class SupportsPadding(Protocol):
 
 @runtime_checkable
 class SupportsRefusal(Protocol):
-    """``refused(state, text, ids, vocab) -> list[int]``: the tokens of ``ids`` after
-    which ``step`` returns None, computed as the checks see fit (e.g. one simulation
-    per class of tokens that differ only in blanks); `CheckedMatcher` otherwise
-    simulates every candidate with ``step``."""
+    """``refused(state, text, ids, vocab)``: the tokens of ``ids`` after which ``step``
+    returns None (a list of ids or an int array: near a string's maxLength it is most of
+    the vocabulary), computed as the checks see fit (e.g. one simulation per class of
+    tokens that differ only in blanks); `CheckedMatcher` otherwise simulates every
+    candidate with ``step``."""
 
-    def refused(self, state: Any, text: bytes | bytearray, ids: np.ndarray, vocab: TokenVocabulary) -> list[int]: ...
+    def refused(self, state: Any, text: bytes | bytearray, ids: np.ndarray,
+                vocab: TokenVocabulary) -> Sequence[int] | np.ndarray: ...
 

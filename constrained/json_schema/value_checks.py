@@ -254,6 +254,7 @@ class _Profiles:
         self._longer: dict[int, np.ndarray] = {}
         self._unions: dict[tuple, np.ndarray] = {}
         self._plain: np.ndarray | None = None
+        self._begun: np.ndarray | None = None
         self._by_length = order                       # token ids, longest first (`longer_ids`)
         self._sorted_lengths = lengths[order]
         self._longer_ids: dict[int, np.ndarray | None] = {}
@@ -382,6 +383,30 @@ class _Profiles:
             hit[special.any(axis=1) | (follow[:, 0] if mat.shape[1] else False) | (lengths == 0)] = -1
             hit.setflags(write=False)
             self._plain = hit
+        return hit
+
+    def begun_characters(self) -> np.ndarray:
+        """Int32 per token id: the characters the token surely begins when read inside a
+        JSON string, before anything that may end the string: its leading run of printable
+        ASCII content (no quote or backslash), plus one where a backslash follows the run
+        (an escape is a character, counted as soon as it begins).  A quote after the run
+        ends the string with the run's characters.  Read by `JsonValueChecks.refused`
+        (built on first use)."""
+        hit = self._begun
+        if hit is None:
+            mat, lengths = self._vocab.byte_matrix, self.lengths
+            n, width = len(lengths), mat.shape[1]
+            if width == 0:
+                hit = np.zeros(n, np.int32)
+            else:
+                real = np.arange(width)[None, :] < lengths[:, None]
+                content = (mat >= 0x20) & (mat <= 0x7E) & (mat != 0x22) & (mat != 0x5C) & real
+                stops = ~content
+                run = np.where(stops.any(axis=1), np.argmax(stops, axis=1), width)
+                after = mat[np.arange(n), np.minimum(run, width - 1)]
+                hit = (run + ((run < lengths) & (after == 0x5C))).astype(np.int32)
+            hit.setflags(write=False)
+            self._begun = hit
         return hit
 
     def longer_ids(self, room: int, limit: int = 2048) -> np.ndarray | None:
@@ -892,8 +917,9 @@ class JsonValueChecks:
             out = self._repeat_candidates(out, mask, vocab, key, mode, dup_ends, dup_keys, spellings, starts)
         return out
 
-    def refused(self, state: tuple, text, ids: np.ndarray, vocab) -> list[int]:
-        """The tokens of ``ids`` (candidates, `candidates`) after which `step` returns None.
+    def refused(self, state: tuple, text, ids: np.ndarray, vocab) -> np.ndarray:
+        """The tokens of ``ids`` (candidates, `candidates`) after which `step` returns None,
+        as an int64 array (ascending where decided by counts, then the simulated ones).
 
         Tokens that differ only in blanks outside strings (``"}``, ``"},\n``, ``" }``
         read outside a string...) get one verdict, simulated once: a blank there moves
@@ -905,33 +931,59 @@ class JsonValueChecks:
             ...                                    "uniqueItems": True}).checks
             >>> vocab = TokenVocabulary.from_token_bytes([b"1,", b" 1,", b"1 ,", b"2,"])
             >>> state = checks.step(checks.start(), b"", b"[1,")
-            >>> checks.refused(state, b"[1,", np.arange(4), vocab)
+            >>> checks.refused(state, b"[1,", np.arange(4), vocab).tolist()
             [0, 1, 2]
         """
         mode = state[1]
         tb = vocab.token_bytes
         verdicts: dict[bytes, bool] = {}
+        counted = None
         out = []
         sstart, limit = state[2], state[4]
         if mode == STR and limit >= 0 and text is not None and sstart < len(text) and ids.size > 8:
             # inside a string with a checked maxLength, a plain token can only make it too
             # long: refused exactly where the characters so far and its own pass the bound
-            # (`step` reads it so: no quote or backslash to act on); the rest are stepped
+            # (`step` reads it so: no quote or backslash to act on).  Any token is refused
+            # where the characters it surely begins pass the bound (the string, ended or
+            # not, is then too long: `step` counts them at its quote or its end); the rest
+            # are stepped.  Near the bound nearly every token is refused: counted, not
+            # stepped or listed one by one
             so_far = _complete_code_points(bytes(text[sstart + 1:]))
             if so_far is not None:
-                own = _profiles(vocab).plain_code_points()[ids]
+                prof = _profiles(vocab)
+                own = prof.plain_code_points()[ids]
                 plain = own >= 0
-                out = ids[plain & (so_far + own > limit)].tolist()
-                ids = ids[~plain]
+                over = (plain & (so_far + own > limit)) | (so_far + prof.begun_characters()[ids] > limit)
+                counted = ids[over].astype(np.int64)
+                ids = ids[~(plain | over)]
+        closed = _UNSET       # inside a string: the state after its closing quote, stepped once
         for t in ids.tolist():
             data = tb[t]
-            cls = _verdict_class(mode, data)
-            ok = verdicts.get(cls)
-            if ok is None:
-                ok = verdicts[cls] = self.step(state, text, data) is not None
+            if mode == STR and data[:1] == b'"':
+                # the token ends the string, then reads on: the string's value is checked
+                # once, and each token's rest from there (reading a byte sequence is
+                # reading its parts in turn)
+                if closed is _UNSET:
+                    after = self.step(state, text, b'"')
+                    closed = None if after is None else (after, bytes(text) + b'"')
+                if closed is None:
+                    out.append(t)
+                    continue
+                cls = b'"' + _verdict_class(OUT, data[1:])
+                ok = verdicts.get(cls)
+                if ok is None:
+                    ok = verdicts[cls] = self.step(closed[0], closed[1], data[1:]) is not None
+            else:
+                cls = _verdict_class(mode, data)
+                ok = verdicts.get(cls)
+                if ok is None:
+                    ok = verdicts[cls] = self.step(state, text, data) is not None
             if not ok:
                 out.append(t)
-        return out
+        stepped = np.array(out, dtype=np.int64)
+        if counted is None:
+            return stepped
+        return np.concatenate([counted, stepped]) if out else counted
 
     def _repeat_candidates(self, out, mask, vocab, key, mode, dup_ends, dup_keys, spellings,
                            starts) -> np.ndarray:
