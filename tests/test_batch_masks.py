@@ -261,3 +261,49 @@ def test_slow_tokens_benchmark_attributes_the_slow_tokens(llama3, tmp_path) -> N
     assert res["llguidance_us"] is None
     md = (tmp_path / "out" / "slow_tokens.md").read_text()
     assert "| Earley sets of new parser nodes |" in md and (tmp_path / "out" / "slow_tokens.json").is_file()
+
+
+def test_parser_replay_benchmark_rebuilds_the_recorded_parsers(llama3, tmp_path) -> None:
+    """`benchmarks/parser_replay.py` on two small schemas: the recorded parser calls
+    rebuild parsers with the recorded node counts (checked by every replay round); the
+    digest is the same for two replays and for the parser without its one-item fast
+    paths (the general closure: the same nodes), and differs for a parser whose nodes
+    expect other terminals."""
+    _serving_batch()                            # (puts benchmarks/ on the path)
+    import pickle
+
+    import parser_replay
+
+    from constrained.engine.earley import EarleyParser
+
+    data = tmp_path / "records.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in SMOKE_RECORDS))
+    path, _ = llama3
+    calls = tmp_path / "calls.pkl"
+    common = ["--calls", str(calls), "--data", str(data), "--vocab", str(path)]
+    rec = parser_replay.main(["record", "--every", "1", *common])
+    assert rec["schemas"] == 2 and rec["calls"] > 10 and rec["nodes"] > 5
+    first = parser_replay.main(["replay", "--repeat", "2", *common])
+    assert first["nodes"] == rec["nodes"] and first["seconds"] > 0
+    assert parser_replay.main(["replay", "--repeat", "1", *common])["digest"] == first["digest"]
+    recorded = pickle.loads(calls.read_bytes())
+    close = EarleyParser._close
+
+    def general_only(self, node_id, kernel_items):
+        single, completion = EarleyParser._close_single, EarleyParser._completion_single
+        EarleyParser._close_single = EarleyParser._completion_single = lambda *a: None
+        try:
+            return close(self, node_id, kernel_items)
+        finally:
+            EarleyParser._close_single, EarleyParser._completion_single = single, completion
+
+    def one_terminal_less(self, node_id, kernel_items):
+        fields = close(self, node_id, kernel_items)
+        return (*fields[:2], fields[2][1:], *fields[3:])
+
+    for version, same in ((general_only, True), (one_terminal_less, False)):
+        EarleyParser._close = version
+        try:
+            assert (parser_replay.digest(recorded) == first["digest"]) == same, version.__name__
+        finally:
+            EarleyParser._close = close

@@ -181,7 +181,10 @@ def test_what_the_parser_keeps_is_not_tracked_by_the_garbage_collector(source: s
     gc.collect(1)
     kept = [p._node_kernel, p._node_pending, p._node_terminals, p._item_lists,
             list(p._completion_pending.values()), list(p._completion_memo.values()),
-            list(p._completion_memo), list(p._by_future), list(p._by_kernel)]
+            list(p._completion_memo), list(p._by_future), list(p._by_kernel),
+            list(p._prediction_merged.values()), list(p._prediction_terminals.values()),
+            list(p._completion_closed.values()), list(p._completion_closed_terminals.values()),
+            list(p._prediction_items.values()), list(p._completion_closed_items.values())]
     tracked = [type(x).__name__ for group in kept for x in group if gc.is_tracked(x)]
     assert not tracked, f"{len(tracked)} tracked, e.g. {tracked[:5]}"
     node = p.node(frontier[-1])                  # the view still reads them

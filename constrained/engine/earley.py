@@ -217,6 +217,15 @@ class EarleyParser:
         self._completion_memo: dict[int, tuple[int, ...]] = {}
         self._completion_pending: dict[int, Pending] = {}
         self._prediction_memo: dict[int, tuple[int, ...]] = {}
+        # nonterminal -> its predictions as one Pending, and their terminals (`_close_single`)
+        self._prediction_merged: dict[int, Pending] = {}
+        self._prediction_terminals: dict[int, tuple[int, ...]] = {}
+        self._prediction_items: dict[int, tuple[int, ...]] = {}
+        # completion key -> what a node whose kernel is that one completed item holds, and
+        # (whether the start symbol completes at the root, its terminals...)
+        self._completion_closed: dict[int, Pending] = {}
+        self._completion_closed_terminals: dict[int, tuple[int, ...]] = {}
+        self._completion_closed_items: dict[int, tuple[int, ...]] = {}
         self.root = self._intern(("root",), [self.item(r, 0, SELF) for r in tables.rules_by_lhs[tables.start]])
         self._union_memo: dict[tuple[int, ...], int] = {}
         self._abstract_memo: dict[tuple[int, int], int] = {}
@@ -289,7 +298,12 @@ class EarleyParser:
         if not items:
             result = -1
         else:
-            kernel = _kernel(self._advanced_into(items, node_id))
+            if len(items) == 1:             # (most scans: one item waits for the terminal)
+                item = items[0]
+                shift = self._shift
+                kernel = (item + 1 + ((node_id + 1) << shift) if item >> shift == 1 else item + 1,)
+            else:
+                kernel = _kernel(self._advanced_into(items, node_id))
             result = self._by_kernel.get(kernel)
             if result is None:
                 try:
@@ -366,7 +380,7 @@ class EarleyParser:
             if hit is not None:
                 return hit
             node_id = len(self._node_kernel)
-            kernel, pending, terminals, accepting, abstract, depth = self._close(node_id, kernel_items)
+            kernel, pending, terminals, accepting, abstract, depth, items = self._close(node_id, kernel_items)
             # Two sets with the same items (predicted ones with origin SELF) and flags
             # are interchangeable: scans, completions into them and acceptance all read
             # only those.  So a kernel whose closure equals an earlier set's maps to that
@@ -374,8 +388,9 @@ class EarleyParser:
             # keyed by the node (masks, crossing walks) is shared.  The root is excluded:
             # completing the start symbol accepts only with the root as origin.
             # (sorted int tuples, not frozensets: the cyclic GC stops tracking them)
-            lists = self._item_lists
-            future = (accepting, abstract, *sorted(set(chain.from_iterable(map(lists.__getitem__, pending.values())))))
+            if items is None:
+                items = sorted(set(chain.from_iterable(map(self._item_lists.__getitem__, pending.values()))))
+            future = (accepting, abstract, *items)
             same = self._by_future.get(future) if node_id else None
             if same is not None:
                 self._by_kernel[key] = same
@@ -435,8 +450,13 @@ class EarleyParser:
         return hit
 
     def _close(self, node_id: int, kernel_items) -> tuple:
-        """Node ``node_id``'s fields (as `ParserNode` takes them): the closure of ``kernel_items``."""
+        """Node ``node_id``'s fields (as `ParserNode` takes them): the closure of ``kernel_items``,
+        and all its items, sorted, where known without a walk of them (else None)."""
         kernel = kernel_items if isinstance(kernel_items, tuple) else _kernel(kernel_items)
+        if len(kernel) == 1 and node_id:
+            fields = self._close_single(kernel[0])
+            if fields is not None:
+                return (kernel, *fields)
         pending, parts, accepting, origins = self._closure(node_id, kernel_items)
         abstracts, depths = self._node_abstract, self._node_depth
         abstract = any(f == 0 or (f >= 2 and abstracts[f - 2]) for f in origins)
@@ -444,7 +464,73 @@ class EarleyParser:
         merged = self._union(pending, parts)
         nterm = self._nterm
         terminals = tuple(sorted(k for k in merged if k < nterm))
-        return kernel, merged, terminals, accepting, abstract, depth
+        return kernel, merged, terminals, accepting, abstract, depth, None
+
+    def _close_single(self, item: int) -> tuple | None:
+        """`_close`'s fields but the kernel (its items included) for a kernel of one
+        ``item`` with a real origin (not the root's): most new nodes (a lexeme read before
+        the next one, a value about to be predicted, one completed).  Their closure is one of three shapes, each
+        built directly instead of through the general agenda: the item alone (its dot
+        before a terminal); the item and the predictions of its nonterminal, merged once
+        per nonterminal; or what completing its rule adds (`_completion`) and the
+        predictions that brings, merged once per completion.  None for an item the
+        general closure handles (a cut or `SELF` origin, a nullable nonterminal next)."""
+        shift = self._shift
+        field = item >> shift
+        if field < 2:
+            return None
+        origin = field - 2
+        abstract = bool(self._node_abstract[origin])
+        depth = 1 + self._node_depth[origin]
+        p = item & self._pmask
+        x = self._sym_at[p]
+        lists = self._item_lists
+        if 0 <= x < self._nterm:                    # a terminal next: the item alone
+            lists.append((item,))
+            return {x: len(lists) - 1}, (x,), False, abstract, depth, (item,)
+        if x >= 0:                                  # a nonterminal next
+            if x in self.tables.nullable:
+                return None
+            merged = self._predictions_merged(x)
+            terminals = self._prediction_terminals[x]
+            pending = dict(merged)
+            at = merged.get(x)                      # (left recursion: x predicts itself)
+            lists.append((item,) if at is None else (item, *lists[at]))
+            pending[x] = len(lists) - 1
+            # predicted items have origin SELF (field 1): all below ``item``
+            return pending, terminals, False, abstract, depth, (*self._prediction_items[x], item)
+        lhs = self._lhs_at[p]                       # the end of a rule: complete it into the origin
+        key = origin * self._nsym + lhs
+        pending = self._completion_closed.get(key)
+        if pending is None:
+            c_predicts, c_accepting, _ = self._completion(origin, lhs, 1)
+            c_pending = self._completion_pending[key]
+            parts = [c_pending] if c_pending else []
+            predicted: set[int] = set()
+            for z in c_predicts:
+                for y in self._predicted(z):
+                    if y not in predicted:
+                        predicted.add(y)
+                        parts.append(self._own[y][0])
+            pending = self._completion_closed[key] = self._union({}, parts)
+            nterm = self._nterm
+            self._completion_closed_terminals[key] = (int(c_accepting), *sorted(k for k in pending if k < nterm))
+            self._completion_closed_items[key] = _all_items(self._item_lists, pending)
+        flags = self._completion_closed_terminals[key]
+        accepting = bool(flags[0]) or (lhs == self.tables.start and origin == 0)
+        return pending, flags[1:], accepting, abstract, depth, self._completion_closed_items[key]
+
+    def _predictions_merged(self, x: int) -> Pending:
+        """The items predicting nonterminal ``x`` adds to a node (`_predicted`), as one
+        `Pending` (memoised per nonterminal, with its terminals, sorted, in
+        ``_prediction_terminals``)."""
+        hit = self._prediction_merged.get(x)
+        if hit is None:
+            hit = self._prediction_merged[x] = self._union({}, [self._own[y][0] for y in self._predicted(x)])
+            nterm = self._nterm
+            self._prediction_terminals[x] = tuple(sorted(k for k in hit if k < nterm))
+            self._prediction_items[x] = _all_items(self._item_lists, hit)
+        return hit
 
     def _closure(self, node_id: int, kernel_items) -> tuple[dict[int, list], list[Pending], bool, set[int]]:
         """The closure of a kernel (of node ``node_id``, or -1 for one not interned):
@@ -609,14 +695,60 @@ class EarleyParser:
             return hit[2:n + 2], bool(hit[0]), hit[n + 2:]
         if passed():            # many small completions (a chain of rules) add up too
             raise timeout_error(what=f"completing {self._symbol_name(lhs)!r} into parser node {origin}")
+        waiting = self._waiting(origin, lhs)
+        if len(waiting) == 1:
+            done = self._completion_single(key, waiting[0], origin, depth, computing)
+            if done is not None:
+                return done
         pending: dict[int, list] = {}
         parts: list[dict] = []
         predicts: set[int] = set()
-        agenda = self._advanced_into(self._waiting(origin, lhs), origin)
+        agenda = self._advanced_into(waiting, origin)
         accepting, children = self._advance_items(agenda, pending, parts, predicts, computing | {key}, {key}, depth)
         self._completion_pending[key] = self._union(pending, parts)
         self._completion_memo[key] = (int(accepting), len(predicts), *predicts, *children)
         return tuple(predicts), accepting, children
+
+
+    def _completion_single(self, key: int, item: int, origin: int, depth: int,
+                           computing: frozenset) -> tuple[tuple, bool, tuple] | None:
+        """`_completion` of ``key`` where one ``item`` of ``origin`` waits for the completed
+        symbol (most completions), built directly: the advanced item alone, waiting for a
+        terminal or a nonterminal to predict, or the completion it makes in turn, borrowed
+        whole.  None where the general agenda is needed (a nullable nonterminal next, a
+        completion being computed further up or past `MAX_COMPLETION_DEPTH`)."""
+        shift = self._shift
+        item = item + 1 + ((origin + 1) << shift) if item >> shift == 1 else item + 1
+        p = item & self._pmask
+        x = self._sym_at[p]
+        if x >= 0:
+            predicts: tuple[int, ...] = ()
+            if x >= self._nterm:
+                if x in self.tables.nullable:
+                    return None
+                predicts = (x,)
+            lists = self._item_lists
+            lists.append((item,))
+            self._completion_pending[key] = {x: len(lists) - 1}
+            self._completion_memo[key] = (0, len(predicts), *predicts)
+            return predicts, False, ()
+        field = item >> shift
+        if field == 0:
+            raise NeedsContext
+        inner_origin, inner_lhs = field - 2, self._lhs_at[p]
+        inner = inner_origin * self._nsym + inner_lhs
+        if inner == key or inner in computing or depth >= MAX_COMPLETION_DEPTH:
+            return None
+        c_predicts, c_accepting, _ = self._completion(inner_origin, inner_lhs, depth + 1, computing | {key})
+        accepting = c_accepting or (inner_lhs == self.tables.start and inner_origin == 0)
+        self._completion_pending[key] = self._completion_pending[inner] or {}
+        self._completion_memo[key] = (int(accepting), len(c_predicts), *c_predicts, inner)
+        return tuple(c_predicts), accepting, (inner,)
+
+
+def _all_items(lists: list[tuple[int, ...]], pending: Pending) -> tuple[int, ...]:
+    """Every item of ``pending`` once, sorted."""
+    return tuple(sorted(set(chain.from_iterable(map(lists.__getitem__, pending.values())))))
 
 
 def _kernel(items) -> tuple[int, ...]:
