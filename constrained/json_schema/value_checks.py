@@ -956,28 +956,27 @@ class JsonValueChecks:
                 over = (plain & (so_far + own > limit)) | (so_far + prof.begun_characters()[ids] > limit)
                 counted = ids[over].astype(np.int64)
                 ids = ids[~(plain | over)]
-        closed = _UNSET       # inside a string: the state after its closing quote, stepped once
+        # a class that ends a value with its first byte (a string's closing quote, a
+        # container's close, a comma after an element) and reads on: the value is checked
+        # once per such byte, and each class's rest from the state after it (reading a
+        # byte sequence is reading its parts in turn)
+        leads = _STRING_END if mode == STR else _VALUE_ENDS if mode == OUT else ()
+        after_lead: dict[bytes, tuple | None] = {}
         for t in ids.tolist():
             data = tb[t]
-            if mode == STR and data[:1] == b'"':
-                # the token ends the string, then reads on: the string's value is checked
-                # once, and each token's rest from there (reading a byte sequence is
-                # reading its parts in turn)
-                if closed is _UNSET:
-                    after = self.step(state, text, b'"')
-                    closed = None if after is None else (after, bytes(text) + b'"')
-                if closed is None:
-                    out.append(t)
-                    continue
-                cls = b'"' + _verdict_class(OUT, data[1:])
-                ok = verdicts.get(cls)
-                if ok is None:
-                    ok = verdicts[cls] = self.step(closed[0], closed[1], data[1:]) is not None
-            else:
-                cls = _verdict_class(mode, data)
-                ok = verdicts.get(cls)
-                if ok is None:
-                    ok = verdicts[cls] = self.step(state, text, data) is not None
+            cls = _verdict_class(mode, data)
+            ok = verdicts.get(cls)
+            if ok is None:
+                lead = cls[:1]
+                if len(cls) > 1 and lead in leads:
+                    after = after_lead.get(lead, _UNSET)
+                    if after is _UNSET:
+                        nxt = self.step(state, text, lead)
+                        after = after_lead[lead] = None if nxt is None else (nxt, bytes(text) + lead)
+                    ok = after is not None and self.step(after[0], after[1], cls[1:]) is not None
+                else:
+                    ok = self.step(state, text, data) is not None
+                verdicts[cls] = ok
             if not ok:
                 out.append(t)
         stepped = np.array(out, dtype=np.int64)
@@ -1038,6 +1037,8 @@ def _ids(sel: np.ndarray) -> np.ndarray:
 
 
 _NONE = np.zeros(0, dtype=np.int64)
+_STRING_END = (b'"',)                 # a first byte that ends a value, by string mode (`refused`)
+_VALUE_ENDS = (b"}", b"]", b",")
 
 
 class CheckFailure:
