@@ -31,7 +31,7 @@ from __future__ import annotations
 import threading
 from array import array
 from dataclasses import dataclass
-from itertools import chain
+from itertools import accumulate, chain, repeat
 
 from constrained.deadline import check_deadline, passed, timeout_error
 from constrained.errors import EmptyLanguageError
@@ -180,20 +180,17 @@ class EarleyParser:
     def __init__(self, tables: ParserTables) -> None:
         self.tables = tables
         # dotted-rule positions: rule r's dots are offsets[r] .. offsets[r] + len(rhs)
-        offsets: list[int] = []
-        sym_at: list[int] = []      # symbol after the dot, -1 at the end of the rule
-        lhs_at: list[int] = []
-        rule_at: list[int] = []
-        for r, rhs in enumerate(tables.rule_rhs):
-            if r % DEADLINE_EVERY == DEADLINE_EVERY - 1:
-                check_deadline(what=f"numbering the dotted rules ({r} of {len(tables.rule_rhs)})")
-            offsets.append(len(sym_at))
-            sym_at.extend(rhs)
-            sym_at.append(-1)
-            lhs_at.extend([tables.rule_lhs[r]] * (len(rhs) + 1))
-            rule_at.extend([r] * (len(rhs) + 1))
-        self._sym_at, self._lhs_at, self._rule_at = tuple(sym_at), tuple(lhs_at), tuple(rule_at)
-        self._offsets = tuple(offsets)
+        # (built by iterators, not a loop per rule: a fresh schema's grammar has hundreds)
+        rhs_of = tables.rule_rhs
+        if len(rhs_of) >= DEADLINE_EVERY:
+            check_deadline(what=f"numbering the dotted rules of {len(rhs_of)} rules")
+        dots = [len(rhs) + 1 for rhs in rhs_of]
+        offsets = tuple(accumulate(dots, initial=0))[:-1]
+        sym_at = tuple(chain.from_iterable((*rhs, -1) for rhs in rhs_of))   # the symbol after the dot, -1 at the end
+        lhs_at = tuple(chain.from_iterable(map(repeat, tables.rule_lhs, dots)))
+        rule_at = tuple(chain.from_iterable(map(repeat, range(len(dots)), dots)))
+        self._sym_at, self._lhs_at, self._rule_at = sym_at, lhs_at, rule_at
+        self._offsets = offsets
         self._shift = max(1, len(sym_at).bit_length())
         self._pmask = (1 << self._shift) - 1
         self._nterm = tables.num_terminals
