@@ -1176,9 +1176,6 @@ def _complete_code_points(content: bytes) -> int | None:
     return hit
 
 
-_UNSET = object()
-
-
 def _repeat_rests(state: tuple, frame: tuple, text) -> set[bytes] | None:
     """Inside a key of ``frame`` (an object): the bytes that would finish it as one of the
     object's earlier keys (their canonical spellings' rests, closing quote included);
