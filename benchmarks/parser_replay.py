@@ -33,7 +33,8 @@ import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
-from _common import add_dataset_arguments, load_vocabulary, read_maskbench, warm_up_ours  # noqa: E402
+from _common import (  # noqa: E402
+    add_dataset_arguments, load_vocabulary, read_maskbench, time_tokens, warm_up_ours)
 from tqdm import tqdm  # noqa: E402
 
 RECORDED = ("scan", "union", "abstract")     # the parser's methods the engine calls
@@ -96,11 +97,13 @@ def record(records: list[dict], vocab) -> list[dict[str, Any]]:
                 continue
             parser = m.compiled.recognizer.parser
             start, nodes_before = len(rec.calls), parser.num_nodes
-            try:
-                for t in [int(x) for x in vocab.encode(json.dumps(valid[0]))] + [eos]:
-                    m.mask()
-                    if not m.advance(t):
-                        break
+
+            def step(t: int, m=m) -> bool:
+                m.mask()
+                return m.advance(t)
+
+            try:                            # (the side-by-side loop; its timings are not needed)
+                time_tokens(step, [int(x) for x in vocab.encode(json.dumps(valid[0]))] + [eos])
             except Exception:  # noqa: BLE001 - the calls made until then are replayed
                 pass
             mine = [(name, args) for pid, name, args in rec.calls if pid == id(parser)]

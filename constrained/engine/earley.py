@@ -218,8 +218,8 @@ class EarleyParser:
         self._prediction_merged: dict[int, Pending] = {}
         self._prediction_terminals: dict[int, tuple[int, ...]] = {}
         self._prediction_items: dict[int, tuple[int, ...]] = {}
-        # completion key -> what a node whose kernel is that one completed item holds, and
-        # (whether the start symbol completes at the root, its terminals...)
+        # completion key -> what a node whose kernel is that one completed item holds, its
+        # terminals and all its items
         self._completion_closed: dict[int, Pending] = {}
         self._completion_closed_terminals: dict[int, tuple[int, ...]] = {}
         self._completion_closed_items: dict[int, tuple[int, ...]] = {}
@@ -273,8 +273,12 @@ class EarleyParser:
         at = self._node_pending[node_id].get(symbol)
         return self._item_lists[at] if at is not None else ()
 
+    def _advanced(self, item: int, origin: int) -> int:
+        """``item`` with the dot advanced and origin `SELF` replaced by ``origin``."""
+        return item + 1 + ((origin + 1) << self._shift) if item >> self._shift == 1 else item + 1
+
     def _advanced_into(self, items, origin: int) -> list[int]:
-        """``items`` with the dot advanced and origin `SELF` replaced by ``origin``."""
+        """`_advanced` of each of ``items`` (one comprehension: no call per item)."""
         shift = self._shift
         lo, hi, bump = 1 << shift, 2 << shift, (origin + 1) << shift
         return [i + 1 + bump if lo <= i < hi else i + 1 for i in items]
@@ -296,9 +300,7 @@ class EarleyParser:
             result = -1
         else:
             if len(items) == 1:             # (most scans: one item waits for the terminal)
-                item = items[0]
-                shift = self._shift
-                kernel = (item + 1 + ((node_id + 1) << shift) if item >> shift == 1 else item + 1,)
+                kernel = (self._advanced(items[0], node_id),)
             else:
                 kernel = _kernel(self._advanced_into(items, node_id))
             result = self._by_kernel.get(kernel)
@@ -386,7 +388,7 @@ class EarleyParser:
             # completing the start symbol accepts only with the root as origin.
             # (sorted int tuples, not frozensets: the cyclic GC stops tracking them)
             if items is None:
-                items = sorted(set(chain.from_iterable(map(self._item_lists.__getitem__, pending.values()))))
+                items = _all_items(self._item_lists, pending)
             future = (accepting, abstract, *items)
             same = self._by_future.get(future) if node_id else None
             if same is not None:
@@ -459,19 +461,23 @@ class EarleyParser:
         abstract = any(f == 0 or (f >= 2 and abstracts[f - 2]) for f in origins)
         depth = 1 + max((depths[f - 2] for f in origins if f >= 2), default=0) if node_id else 0
         merged = self._union(pending, parts)
+        return kernel, merged, self._terminals_of(merged), accepting, abstract, depth, None
+
+    def _terminals_of(self, pending: Pending) -> tuple[int, ...]:
+        """The terminals ``pending`` waits for, sorted."""
         nterm = self._nterm
-        terminals = tuple(sorted(k for k in merged if k < nterm))
-        return kernel, merged, terminals, accepting, abstract, depth, None
+        return tuple(sorted(k for k in pending if k < nterm))
 
     def _close_single(self, item: int) -> tuple | None:
         """`_close`'s fields but the kernel (its items included) for a kernel of one
         ``item`` with a real origin (not the root's): most new nodes (a lexeme read before
-        the next one, a value about to be predicted, one completed).  Their closure is one of three shapes, each
-        built directly instead of through the general agenda: the item alone (its dot
-        before a terminal); the item and the predictions of its nonterminal, merged once
-        per nonterminal; or what completing its rule adds (`_completion`) and the
-        predictions that brings, merged once per completion.  None for an item the
-        general closure handles (a cut or `SELF` origin, a nullable nonterminal next)."""
+        the next one, a value about to be predicted, one completed).  Their closure is one
+        of three shapes, each built directly instead of through the general agenda: the
+        item alone (its dot before a terminal); the item and the predictions of its
+        nonterminal, merged once per nonterminal; or what completing its rule adds
+        (`_completion`) and the predictions that brings, merged once per completion.  None
+        for an item the general closure handles (a cut or `SELF` origin, a nullable
+        nonterminal next)."""
         shift = self._shift
         field = item >> shift
         if field < 2:
@@ -500,22 +506,17 @@ class EarleyParser:
         key = origin * self._nsym + lhs
         pending = self._completion_closed.get(key)
         if pending is None:
-            c_predicts, c_accepting, _ = self._completion(origin, lhs, 1)
+            c_predicts, _, _ = self._completion(origin, lhs, 1)
             c_pending = self._completion_pending[key]
             parts = [c_pending] if c_pending else []
-            predicted: set[int] = set()
-            for z in c_predicts:
-                for y in self._predicted(z):
-                    if y not in predicted:
-                        predicted.add(y)
-                        parts.append(self._own[y][0])
+            self._add_predictions(c_predicts, parts)
             pending = self._completion_closed[key] = self._union({}, parts)
-            nterm = self._nterm
-            self._completion_closed_terminals[key] = (int(c_accepting), *sorted(k for k in pending if k < nterm))
+            self._completion_closed_terminals[key] = self._terminals_of(pending)
             self._completion_closed_items[key] = _all_items(self._item_lists, pending)
-        flags = self._completion_closed_terminals[key]
-        accepting = bool(flags[0]) or (lhs == self.tables.start and origin == 0)
-        return pending, flags[1:], accepting, abstract, depth, self._completion_closed_items[key]
+        # (whether the start symbol completes at the root: the completion's memo says)
+        accepting = bool(self._completion_memo[key][0]) or (lhs == self.tables.start and origin == 0)
+        return (pending, self._completion_closed_terminals[key], accepting, abstract, depth,
+                self._completion_closed_items[key])
 
     def _predictions_merged(self, x: int) -> Pending:
         """The items predicting nonterminal ``x`` adds to a node (`_predicted`), as one
@@ -524,8 +525,7 @@ class EarleyParser:
         hit = self._prediction_merged.get(x)
         if hit is None:
             hit = self._prediction_merged[x] = self._union({}, [self._own[y][0] for y in self._predicted(x)])
-            nterm = self._nterm
-            self._prediction_terminals[x] = tuple(sorted(k for k in hit if k < nterm))
+            self._prediction_terminals[x] = self._terminals_of(hit)
             self._prediction_items[x] = _all_items(self._item_lists, hit)
         return hit
 
@@ -550,17 +550,24 @@ class EarleyParser:
                 agenda.append(item)
         accepting, _ = self._advance_items(agenda, pending, parts, predicts, frozenset(), set(), 0)
         # predicted items (origin SELF) are merged per nonterminal, not derived item by item
+        if self._add_predictions(predicts, parts) and node_id == 0:
+            accepting = True
+        return pending, parts, accepting, origins
+
+    def _add_predictions(self, predicts, parts: list[Pending]) -> bool:
+        """Append to ``parts`` the items predicting each of ``predicts`` adds (`_predicted`:
+        each reached nonterminal's once); whether one of them completes the start symbol
+        (which accepts at the root)."""
+        completes_start = False
         predicted: set[int] = set()
         for x in predicts:
             for y in self._predicted(x):
-                if y in predicted:
-                    continue
-                predicted.add(y)
-                own_pending, _, completes = self._own[y]
-                parts.append(own_pending)
-                if completes and node_id == 0:
-                    accepting = True
-        return pending, parts, accepting, origins
+                if y not in predicted:
+                    predicted.add(y)
+                    own_pending, _, completes = self._own[y]
+                    parts.append(own_pending)
+                    completes_start |= completes
+        return completes_start
 
     def _advance_items(self, agenda: list, pending: dict, parts: list, predicts: set, computing: frozenset,
                        inline_done: set, depth: int) -> tuple[bool, tuple]:
@@ -706,7 +713,6 @@ class EarleyParser:
         self._completion_memo[key] = (int(accepting), len(predicts), *predicts, *children)
         return tuple(predicts), accepting, children
 
-
     def _completion_single(self, key: int, item: int, origin: int, depth: int,
                            computing: frozenset) -> tuple[tuple, bool, tuple] | None:
         """`_completion` of ``key`` where one ``item`` of ``origin`` waits for the completed
@@ -714,8 +720,7 @@ class EarleyParser:
         terminal or a nonterminal to predict, or the completion it makes in turn, borrowed
         whole.  None where the general agenda is needed (a nullable nonterminal next, a
         completion being computed further up or past `MAX_COMPLETION_DEPTH`)."""
-        shift = self._shift
-        item = item + 1 + ((origin + 1) << shift) if item >> shift == 1 else item + 1
+        item = self._advanced(item, origin)
         p = item & self._pmask
         x = self._sym_at[p]
         if x >= 0:
@@ -729,7 +734,7 @@ class EarleyParser:
             self._completion_pending[key] = {x: len(lists) - 1}
             self._completion_memo[key] = (0, len(predicts), *predicts)
             return predicts, False, ()
-        field = item >> shift
+        field = item >> self._shift
         if field == 0:
             raise NeedsContext
         inner_origin, inner_lhs = field - 2, self._lhs_at[p]

@@ -980,9 +980,7 @@ class JsonValueChecks:
             if not ok:
                 out.append(t)
         stepped = np.array(out, dtype=np.int64)
-        if counted is None:
-            return stepped
-        return np.concatenate([counted, stepped]) if out else counted
+        return stepped if counted is None else np.concatenate([counted, stepped])
 
     def _repeat_candidates(self, out, mask, vocab, key, mode, dup_ends, dup_keys, spellings,
                            starts) -> np.ndarray:
