@@ -519,6 +519,7 @@ def extract_many(schema: Any, texts: list[str], *, model=None, instructions: str
     json_schema, pydantic_class = load_schema(schema)
     lm = _language_model(model)
     decoded, asked = decoding_schema(json_schema, complete)
+    system = _extraction_system(json_schema, instructions)
     per_text = grounded or _asks_grounding(json_schema)
     shared = None if per_text else _compiled(extraction_grammar(decoded, **schema_options), lm)
     sampler = sampler or default_sampler()
@@ -539,7 +540,7 @@ def extract_many(schema: Any, texts: list[str], *, model=None, instructions: str
             rows = [i for i, m in enumerate(matchers) if not isinstance(m, Exception)]
             results: list[Any] = list(matchers)
             if rows:
-                batch = lm.batch_session([_extraction_prompt(lm, json_schema, chunk[i], instructions) for i in rows])
+                batch = lm.batch_session([lm.prompt_ids(chunk[i], instructions=system) for i in rows])
                 samples = sampler.run_batch(batch, [matchers[i] for i in rows], lm.eos_ids,
                                             max_tokens=max_tokens, generator=generator)
                 for i, sample in zip(rows, samples):
@@ -582,13 +583,13 @@ def field_list(json_schema: Any, max_description: int = 120) -> str:
     return "\n".join(lines)
 
 
-_UNLISTED_KEYWORDS = frozenset({
-    "$ref", "$dynamicRef", "$recursiveRef", "allOf", "anyOf", "oneOf", "not", "if", "then", "else",
-    "dependentRequired", "dependentSchemas", "dependencies", "patternProperties", "propertyNames", "minProperties",
-    "maxProperties", "unevaluatedProperties", "items", "prefixItems", "additionalItems", "contains",
-    "unevaluatedItems", "extends", "disallow"})
-"""Keywords whose meaning a field list cannot say: they nest values, tie members together
-or choose between schemas (keywords JSON Schema does not know are annotations)."""
+_NESTING_KEYWORDS = frozenset({"items", "prefixItems", "additionalItems", "contains", "unevaluatedItems", "extends",
+                               "disallow"})
+_UNLISTED_AT_ROOT = frozenset(COMPLETE_BLOCKERS) | _NESTING_KEYWORDS
+"""Root keywords whose meaning a field list cannot say: those that count, tie or choose
+between members (`COMPLETE_BLOCKERS`) and those that nest values (keywords JSON Schema
+does not know are annotations)."""
+_UNLISTED_IN_MEMBER = _UNLISTED_AT_ROOT - {"enum", "const"} | {"properties", "additionalProperties"}
 _SCALAR_TYPES = frozenset({"string", "integer", "number", "boolean", "null"})
 
 
@@ -600,8 +601,8 @@ def field_list_describes(json_schema: Any) -> bool:
     """Whether `field_list` says all a model needs of ``json_schema``: an object of
     declared scalar members (a type among string, integer, number, boolean and null, or
     scalar ``enum``/``const`` values), with no keyword that nests values, ties members
-    together or chooses between schemas (`_UNLISTED_KEYWORDS`, a schema-valued
-    ``additionalProperties``, nested ``properties``).  `extract`'s default prompt then
+    together or chooses between schemas (`_UNLISTED_AT_ROOT`, `_UNLISTED_IN_MEMBER`, a
+    schema-valued ``additionalProperties``).  `extract`'s default prompt then
     gives the list without the schema's JSON (`FIELD_LIST_INSTRUCTIONS`); the grammar
     still enforces every keyword.  The schema's JSON made the default model invent more
     (``benchmarks/extraction_accuracy.py``; RESULTS).
@@ -613,16 +614,14 @@ def field_list_describes(json_schema: Any) -> bool:
         >>> field_list_describes({"properties": {"tags": {"type": "array", "items": {"type": "string"}}}})
         False
     """
-    if not isinstance(json_schema, dict) or _UNLISTED_KEYWORDS & set(json_schema) \
-            or "enum" in json_schema or "const" in json_schema:
+    if not isinstance(json_schema, dict) or _UNLISTED_AT_ROOT & set(json_schema):
         return False
     props = json_schema.get("properties")
     if not isinstance(props, dict) or not props or json_schema.get("type", "object") != "object" \
             or not isinstance(json_schema.get("additionalProperties", False), bool):
         return False
     for sub in props.values():
-        if not isinstance(sub, dict) or _UNLISTED_KEYWORDS & set(sub) or "properties" in sub \
-                or "additionalProperties" in sub:
+        if not isinstance(sub, dict) or _UNLISTED_IN_MEMBER & set(sub):
             return False
         kind = sub.get("type")
         kinds = kind if isinstance(kind, list) else [kind] if kind is not None else []
@@ -636,14 +635,18 @@ def field_list_describes(json_schema: Any) -> bool:
     return True
 
 
+def _extraction_system(json_schema, instructions: str | None) -> str:
+    """`extract`'s system prompt for ``json_schema`` (the same for every text)."""
+    if instructions is not None:
+        return (instructions or DEFAULT_INSTRUCTIONS).replace("{schema}", json.dumps(json_schema))
+    fields = field_list(json_schema)
+    head = FIELD_LIST_INSTRUCTIONS if field_list_describes(json_schema) else \
+        DEFAULT_INSTRUCTIONS.replace("{schema}", json.dumps(json_schema))
+    return head + "\n" + fields if fields else head
+
+
 def _extraction_prompt(lm, json_schema, text: str, instructions: str | None) -> list[int]:
-    if instructions is None and field_list_describes(json_schema):
-        return lm.prompt_ids(text, instructions=FIELD_LIST_INSTRUCTIONS + "\n" + field_list(json_schema))
-    system = (instructions or DEFAULT_INSTRUCTIONS).replace("{schema}", json.dumps(json_schema))
-    fields = field_list(json_schema) if instructions is None else ""
-    if fields:
-        system += "\n" + fields
-    return lm.prompt_ids(text, instructions=system)
+    return lm.prompt_ids(text, instructions=_extraction_system(json_schema, instructions))
 
 
 def _validated(json_schema, pydantic_class, output: str, asked=()) -> Any:
