@@ -14,7 +14,10 @@ value a span of the prose), ``complete`` (``complete=True``: every declared memb
 asked for, answered or null), ``grounded-complete``, ``grounded-all``/
 ``grounded-all-complete`` (``grounded="all"``: numbers grounded too).  ``--absent``
 leaves one member per task out of the prose (and out of the fields scored) and
-reports how often each mode fills it anyway.
+reports how often each mode fills it anyway.  ``--nested`` takes instead the records
+whose first valid instance nests objects (at least one member an object; 2 to 8 scalar
+leaves, the same limits on strings): each leaf is a field, its sentence names the path
+in words (``The address city is Paris.``), scored at its path.
 
 Scored per *field* of the instance: exact match of the extracted member (same JSON
 value: ``"587"`` is not ``587``); a missing member is wrong.  Also: the share of
@@ -27,7 +30,7 @@ time; compiling each text's grounded grammar included; the modes alternate their
 per task, so none gets all the warm caches).
 
     python benchmarks/extraction_accuracy.py [--tasks 80] [--max-tokens 128] [--max-schema 3000]
-        [--modes ungrounded grounded ...] [--absent]
+        [--modes ungrounded grounded ...] [--absent] [--nested]
         [--data ../shared/data/maskbench/dev.jsonl.gz] [--out benchmarks/results] [--name extraction_accuracy]
 """
 
@@ -75,6 +78,42 @@ def words(key: str) -> str:
     return re.sub(r"[_\-.]+", " ", key).strip().lower() or key
 
 
+def leaves(instance: dict, path: tuple = ()) -> list[tuple[tuple, object]]:
+    """``(path, value)`` of each scalar leaf of ``instance`` (nested objects walked in order).
+
+    Example: ``leaves({"a": 1, "b": {"c": "x"}})`` is ``[(("a",), 1), (("b", "c"), "x")]``."""
+    out: list[tuple[tuple, object]] = []
+    for k, v in instance.items():
+        out += leaves(v, path + (k,)) if isinstance(v, dict) else [(path + (k,), v)]
+    return out
+
+
+def at(value, path: tuple):
+    """The member of ``value`` at ``path``; `MISSING` where there is none."""
+    for k in path:
+        if not isinstance(value, dict) or k not in value:
+            return MISSING
+        value = value[k]
+    return value
+
+
+MISSING = object()
+
+
+def without(instance: dict, path: tuple) -> dict:
+    """``instance`` less its leaf at ``path`` (objects left empty dropped too)."""
+    out = {}
+    for k, v in instance.items():
+        if k == path[0] and len(path) == 1:
+            continue
+        if k == path[0] and isinstance(v, dict):
+            v = without(v, path[1:])
+            if not v:
+                continue
+        out[k] = v
+    return out
+
+
 def spelled(value) -> str:
     """How a value is written in the prose: strings as they are, others as JSON."""
     return value if isinstance(value, str) else json.dumps(value)
@@ -82,35 +121,45 @@ def spelled(value) -> str:
 
 def prose(instance: dict, rng: random.Random) -> str:
     """The instance's members as template sentences, in a shuffled order."""
-    items = list(instance.items())
+    items = leaves(instance)
     rng.shuffle(items)
     out = [rng.choice(OPENERS)]
-    for k, v in items:
+    for path, v in items:
         t = rng.choice(TEMPLATES)
-        out.append(t.format(k=words(k), K=words(k).capitalize(), v=spelled(v)))
+        k = " ".join(words(p) for p in path)
+        out.append(t.format(k=k, K=k.capitalize(), v=spelled(v)))
     return " ".join(out)
 
 
-def tasks(n: int, path: Path = DATA, seed: int = 0, max_schema: int = 3000, absent: bool = False) -> list[dict]:
+def _usable(inst, nested: bool) -> bool:
+    """Whether a record's first valid instance makes a task (module docstring)."""
+    if not isinstance(inst, dict):
+        return False
+    if nested and not any(isinstance(v, dict) and v for v in inst.values()):
+        return False
+    values = [v for _, v in leaves(inst)] if nested else list(inst.values())
+    if not 2 <= len(values) <= 8 or not all(isinstance(v, (str, int, float, bool)) for v in values):
+        return False
+    return any(isinstance(v, str) and v.strip() for v in values) \
+        and not any(isinstance(v, str) and (len(v) > 80 or "\n" in v) for v in values)
+
+
+def tasks(n: int, path: Path = DATA, seed: int = 0, max_schema: int = 3000, absent: bool = False,
+          nested: bool = False) -> list[dict]:
     """``n`` tasks ``{id, split, schema, instance, text}``, round-robin over splits.
 
-    ``absent``: one member per task (drawn with a fixed seed) is left out of the prose
-    and of the instance scored (``task["absent"]`` names it): how often a mode fills a
-    member the text does not give."""
+    ``absent``: one leaf per task (drawn with a fixed seed) is left out of the prose
+    and of the instance scored (``task["absent"]``, its path): how often a mode fills a
+    member the text does not give.  ``nested``: instances that nest objects (module
+    docstring) instead of flat ones."""
     by_split: dict[str, list[dict]] = defaultdict(list)
     with gzip.open(path, "rt", encoding="utf-8") as f:
         for line in f:
             rec = json.loads(line)
             valid = [t["data"] for t in rec.get("tests", []) if t.get("valid")]
-            if not valid or not isinstance(valid[0], dict) or not 2 <= len(valid[0]) <= 8:
+            if not valid or not _usable(valid[0], nested):
                 continue
             inst = valid[0]
-            if not all(isinstance(v, (str, int, float, bool)) for v in inst.values()):
-                continue
-            if not any(isinstance(v, str) and v.strip() for v in inst.values()):
-                continue
-            if any(isinstance(v, str) and (len(v) > 80 or "\n" in v) for v in inst.values()):
-                continue
             if len(json.dumps(rec["schema"])) >= max_schema:
                 continue
             by_split[rec["split"]].append({"id": rec["id"], "split": rec["split"], "schema": rec["schema"],
@@ -126,9 +175,9 @@ def tasks(n: int, path: Path = DATA, seed: int = 0, max_schema: int = 3000, abse
                 out.append(by_split[s].pop())
     for task in out:
         if absent:
-            key = random.Random(f"absent:{seed}:{task['id']}").choice(sorted(task["instance"]))
-            task["absent"] = key
-            task["instance"] = {k: v for k, v in task["instance"].items() if k != key}
+            key = random.Random(f"absent:{seed}:{task['id']}").choice(sorted(p for p, _ in leaves(task["instance"])))
+            task["absent"] = list(key)
+            task["instance"] = without(task["instance"], key)
         task["text"] = prose(task["instance"], random.Random(f"{seed}:{task['id']}"))
     return out
 
@@ -152,14 +201,14 @@ def _valid(schema, value) -> bool:
 
 def run(model: str, n_tasks: int, max_tokens: int, data: Path = DATA, log: Path | None = None,
         max_schema: int = 3000, ids: list[str] | None = None, modes: tuple[str, ...] = MODES,
-        absent: bool = False) -> dict:
+        absent: bool = False, nested: bool = False) -> dict:
     from _environment import environment
 
     import constrained
     from constrained.models import LanguageModel
 
     lm = LanguageModel.load(model)
-    rows = tasks(n_tasks, data, max_schema=max_schema, absent=absent)
+    rows = tasks(n_tasks, data, max_schema=max_schema, absent=absent, nested=nested)
     if ids:
         rows = [t for t in rows if t["id"] in ids]
     results = {mode: [] for mode in modes}
@@ -189,7 +238,7 @@ def run(model: str, n_tasks: int, max_tokens: int, data: Path = DATA, log: Path 
             flush=True)
     return {"environment": environment(lm), "model": model, "tasks": len(rows), "max_tokens": max_tokens,
             "budgets_raised": sum(r["max_tokens"] > max_tokens for r in results[modes[0]]),
-            "absent": absent, "modes": {m: MODE_OPTIONS[m] for m in modes},
+            "absent": absent, "nested": nested, "modes": {m: MODE_OPTIONS[m] for m in modes},
             "per_task": {m: results[m] for m in modes}, "summary": {m: summary(results[m]) for m in modes}}
 
 
@@ -211,12 +260,12 @@ def task_budget(lm, task: dict, max_tokens: int, modes) -> int:
     return budget
 
 
-def from_log(log: Path, model: str = "default", data: Path = DATA) -> dict:
+def from_log(log: Path, model: str = "default", data: Path = DATA, nested: bool = False) -> dict:
     """Results from a run's JSON lines (an interrupted run: the tasks done in both modes)."""
     rows = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line.strip()]
     if any("gold" not in r for r in rows):          # logs written before rows carried their instance
         absent = any("absent_filled" in r for r in rows)
-        by_id = {t["id"]: t for t in tasks(10 ** 6, data, max_schema=10 ** 9, absent=absent)}
+        by_id = {t["id"]: t for t in tasks(10 ** 6, data, max_schema=10 ** 9, absent=absent, nested=nested)}
         for r in rows:
             r.setdefault("gold", by_id[r["id"]]["instance"])
     modes = tuple(dict.fromkeys(r["mode"] for r in rows))
@@ -228,19 +277,21 @@ def from_log(log: Path, model: str = "default", data: Path = DATA) -> dict:
 
 
 def score(task: dict, value) -> dict:
+    """One task's row: per leaf of the instance (`leaves`), whether the output has the
+    same JSON value at its path."""
     inst = task["instance"]
-    row = {"id": task["id"], "split": task["split"], "fields": len(inst), "text": task["text"], "gold": inst}
+    gold = leaves(inst)
+    row = {"id": task["id"], "split": task["split"], "fields": len(gold), "text": task["text"], "gold": inst}
+    strings = sum(isinstance(v, str) for _, v in gold)
     if isinstance(value, Exception):
-        return {**row, "correct": 0, "string_fields": sum(isinstance(v, str) for v in inst.values()),
+        return {**row, "correct": 0, "string_fields": strings,
                 "string_correct": 0, "error": f"{type(value).__name__}: {value}"[:300], "invalid": False,
                 "output": None}
-    got = value if isinstance(value, dict) else {}
-    hits = {k: k in got and same(got[k], v) for k, v in inst.items()}
+    hits = [(v, at(value, p) is not MISSING and same(at(value, p), v)) for p, v in gold]
     if "absent" in task:
-        row["absent_filled"] = task["absent"] in got
-    return {**row, "correct": sum(hits.values()),
-            "string_fields": sum(isinstance(v, str) for v in inst.values()),
-            "string_correct": sum(h for k, h in hits.items() if isinstance(inst[k], str)),
+        row["absent_filled"] = at(value, tuple(task["absent"])) is not MISSING
+    return {**row, "correct": sum(h for _, h in hits), "string_fields": strings,
+            "string_correct": sum(h for v, h in hits if isinstance(v, str)),
             "error": None, "invalid": not _valid(task["schema"], value), "output": value}
 
 
@@ -265,21 +316,21 @@ MISSES = ("right", "missing member", "not in the text", "another field's value",
           "other span", "wrong type / not an object")
 
 
-def string_miss(row: dict, key: str) -> str:
-    """Where a string field of ``row`` went (`MISSES`): right, or why not."""
-    gold, out, text = row["gold"][key], row["output"], row["text"]
+def string_miss(row: dict, path: tuple) -> str:
+    """Where the string field of ``row`` at ``path`` went (`MISSES`): right, or why not."""
+    gold, out, text = at(row["gold"], path), row["output"], row["text"]
     if not isinstance(out, dict):
         return MISSES[6]
-    if key not in out:
+    got = at(out, path)
+    if got is MISSING:
         return MISSES[1]
-    got = out[key]
     if not isinstance(got, str):
         return MISSES[6]
     if got == gold:
         return MISSES[0]
     if got not in text:
         return MISSES[2]
-    if any(got == spelled(v) for k, v in row["gold"].items() if k != key):
+    if any(got == spelled(v) for p, v in leaves(row["gold"]) if p != path):
         return MISSES[3]
     starts = [i for i in range(len(text)) if text.startswith(gold, i)]
     spans = [i for i in range(len(text)) if text.startswith(got, i)]
@@ -294,9 +345,9 @@ def misses(rows: list[dict]) -> dict[str, int]:
     for r in rows:
         if "gold" not in r:
             continue
-        for k, v in r["gold"].items():
+        for p, v in leaves(r["gold"]):
             if isinstance(v, str):
-                out[string_miss(r, k) if r["error"] is None else MISSES[6]] += 1
+                out[string_miss(r, p) if r["error"] is None else MISSES[6]] += 1
     return out
 
 
@@ -407,11 +458,13 @@ def main() -> None:
                     help="extraction modes compared (extract options: MODE_OPTIONS)")
     ap.add_argument("--absent", action="store_true",
                     help="leave one member per task out of the text: how often each mode fills it anyway")
+    ap.add_argument("--nested", action="store_true",
+                    help="instances that nest objects, each scalar leaf a field (module docstring)")
     ap.add_argument("--ids", nargs="+", help="re-run only these task ids, appending to the log (later rows win)")
     ap.add_argument("--summarize", type=Path, help="only the report of a run's JSON lines (interrupted runs too)")
     args = ap.parse_args()
     if args.summarize:
-        res = from_log(args.summarize, args.model, args.data)
+        res = from_log(args.summarize, args.model, args.data, args.nested)
         stem = args.summarize.with_suffix("")
         stem.with_suffix(".json").write_text(json.dumps(res, indent=1, ensure_ascii=False, default=str))
         stem.with_suffix(".md").write_text(report(res) + "\n")
@@ -429,7 +482,8 @@ def main() -> None:
     log = args.out / f"{args.name}.jsonl"
     if not args.ids:
         log.unlink(missing_ok=True)
-    res = run(args.model, args.tasks, args.max_tokens, args.data, log, args.max_schema, args.ids, tuple(args.modes), args.absent)
+    res = run(args.model, args.tasks, args.max_tokens, args.data, log, args.max_schema, args.ids, tuple(args.modes),
+              args.absent, args.nested)
     if args.ids:                        # rows appended to the log; --summarize reports the whole log
         return
     (args.out / f"{args.name}.json").write_text(json.dumps(res, indent=1, ensure_ascii=False, default=str))

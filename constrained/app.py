@@ -556,40 +556,53 @@ def extract_many(schema: Any, texts: list[str], *, model=None, instructions: str
 
 def field_list(json_schema: Any, max_description: int = 120) -> str:
     """The default prompt's list of the root object's declared members, one a line with
-    its type and description (``""`` where the root declares none): the schema's JSON
-    alone leaves a small model unsure which members to write (measured in
-    ``benchmarks/extraction_accuracy.py``: more members given, fewer copied from
-    another field's sentence).
+    its type and description, an object member's own declared members indented under it
+    (``""`` where the root declares none): the schema's JSON alone leaves a small model
+    unsure which members to write (measured in ``benchmarks/extraction_accuracy.py``:
+    more members given, fewer copied from another field's sentence).
 
     Example:
         >>> print(field_list({"properties": {"name": {"type": "string", "description": "Full name"},
-        ...                                  "age": {"type": ["integer", "null"]}, "x": {}}}))
+        ...                                  "age": {"type": ["integer", "null"]}, "x": {},
+        ...                                  "home": {"type": "object", "properties": {"city": {"type": "string"}}}}}))
         Fields:
         - "name" (string): Full name
         - "age" (integer/null)
         - "x"
+        - "home" (object)
+          - "city" (string)
     """
+    lines = _member_lines(json_schema, max_description, 0)
+    return "\n".join(["Fields:", *lines]) if lines else ""
+
+
+_LISTED_DEPTH = 4
+"""How deep `field_list` lists the members of object members."""
+
+
+def _member_lines(json_schema: Any, max_description: int, depth: int) -> list[str]:
     props = json_schema.get("properties") if isinstance(json_schema, dict) else None
-    if not isinstance(props, dict) or not props:
-        return ""
-    lines = ["Fields:"]
+    if not isinstance(props, dict) or depth >= _LISTED_DEPTH:
+        return []
+    lines = []
     for name, sub in props.items():
         kind = sub.get("type", "") if isinstance(sub, dict) else ""
         kind = "/".join(k for k in kind if isinstance(k, str)) if isinstance(kind, list) else kind
         about = sub.get("description", "") if isinstance(sub, dict) else ""
         about = " ".join(about.split())[:max_description] if isinstance(about, str) else ""
-        lines.append(f"- {json.dumps(name, ensure_ascii=False)}" + (f" ({kind})" if isinstance(kind, str) and kind
-                                                                     else "") + (f": {about}" if about else ""))
-    return "\n".join(lines)
+        lines.append("  " * depth + f"- {json.dumps(name, ensure_ascii=False)}"
+                     + (f" ({kind})" if isinstance(kind, str) and kind else "") + (f": {about}" if about else ""))
+        lines += _member_lines(sub, max_description, depth + 1)
+    return lines
 
 
 _NESTING_KEYWORDS = frozenset({"items", "prefixItems", "additionalItems", "contains", "unevaluatedItems", "extends",
                                "disallow"})
-_UNLISTED_AT_ROOT = frozenset(COMPLETE_BLOCKERS) | _NESTING_KEYWORDS
-"""Root keywords whose meaning a field list cannot say: those that count, tie or choose
-between members (`COMPLETE_BLOCKERS`) and those that nest values (keywords JSON Schema
-does not know are annotations)."""
-_UNLISTED_IN_MEMBER = _UNLISTED_AT_ROOT - {"enum", "const"} | {"properties", "additionalProperties"}
+_UNLISTED_IN_OBJECT = frozenset(COMPLETE_BLOCKERS) | _NESTING_KEYWORDS
+"""Keywords of an object whose meaning a field list cannot say: those that count, tie or
+choose between members (`COMPLETE_BLOCKERS`) and those that nest values other than
+declared members (keywords JSON Schema does not know are annotations)."""
+_UNLISTED_IN_SCALAR = _UNLISTED_IN_OBJECT - {"enum", "const"} | {"properties", "additionalProperties"}
 _SCALAR_TYPES = frozenset({"string", "integer", "number", "boolean", "null"})
 
 
@@ -597,31 +610,36 @@ def _scalar(value: Any) -> bool:
     return value is None or isinstance(value, (str, int, float, bool))
 
 
-def field_list_describes(json_schema: Any) -> bool:
+def field_list_describes(json_schema: Any, _depth: int = 0) -> bool:
     """Whether `field_list` says all a model needs of ``json_schema``: an object of
-    declared scalar members (a type among string, integer, number, boolean and null, or
-    scalar ``enum``/``const`` values), with no keyword that nests values, ties members
-    together or chooses between schemas (`_UNLISTED_AT_ROOT`, `_UNLISTED_IN_MEMBER`, a
-    schema-valued ``additionalProperties``).  `extract`'s default prompt then
-    gives the list without the schema's JSON (`FIELD_LIST_INSTRUCTIONS`); the grammar
-    still enforces every keyword.  The schema's JSON made the default model invent more
+    declared members, each a scalar (a type among string, integer, number, boolean and
+    null, or scalar ``enum``/``const`` values) or an object of the same kind, with no
+    keyword that nests other values, ties members together or chooses between schemas
+    (`_UNLISTED_IN_OBJECT`, `_UNLISTED_IN_SCALAR`, a schema-valued
+    ``additionalProperties``).  `extract`'s default prompt then gives the list without
+    the schema's JSON (`FIELD_LIST_INSTRUCTIONS`); the grammar still enforces every
+    keyword.  The schema's JSON made the default model invent more
     (``benchmarks/extraction_accuracy.py``; RESULTS).
 
     Example:
         >>> field_list_describes({"type": "object", "properties": {"name": {"type": "string"},
-        ...                       "age": {"type": "integer", "minimum": 0}}, "required": ["name"]})
+        ...                       "home": {"type": "object", "properties": {"city": {"type": "string"}}}}})
         True
         >>> field_list_describes({"properties": {"tags": {"type": "array", "items": {"type": "string"}}}})
         False
     """
-    if not isinstance(json_schema, dict) or _UNLISTED_AT_ROOT & set(json_schema):
+    if not isinstance(json_schema, dict) or _UNLISTED_IN_OBJECT & set(json_schema) or _depth >= _LISTED_DEPTH:
         return False
     props = json_schema.get("properties")
     if not isinstance(props, dict) or not props or json_schema.get("type", "object") != "object" \
             or not isinstance(json_schema.get("additionalProperties", False), bool):
         return False
     for sub in props.values():
-        if not isinstance(sub, dict) or _UNLISTED_IN_MEMBER & set(sub):
+        if isinstance(sub, dict) and sub.get("type") == "object":
+            if not field_list_describes(sub, _depth + 1):
+                return False
+            continue
+        if not isinstance(sub, dict) or _UNLISTED_IN_SCALAR & set(sub):
             return False
         kind = sub.get("type")
         kinds = kind if isinstance(kind, list) else [kind] if kind is not None else []
