@@ -22,11 +22,12 @@ Example (with the default model installed):
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from constrained.errors import GenerationError, InvalidSchemaError
+from constrained.errors import ContextLengthError, GenerationError, InvalidSchemaError
 from constrained.json_schema.grounding import GroundingError
 
 if TYPE_CHECKING:                      # pragma: no cover
@@ -110,6 +111,21 @@ def _fit_cpu_threads(lm) -> None:
         torch.set_num_threads(want)
 
 
+def is_file(spec: str | Path) -> bool:
+    """Whether ``spec`` names an existing file; False (not an error) for a string no
+    file can have as its name, such as a long text or one with a NUL byte, since the
+    command line and `generate` take a file name or the text itself in one argument.
+
+    Example:
+        >>> is_file("pyproject.toml"), is_file("x" * 5000), is_file("a\\x00b")
+        (True, False, False)
+    """
+    try:
+        return Path(spec).is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def load_schema(schema: Any) -> tuple[dict | bool, Any]:
     """``(JSON Schema, pydantic class or None)`` from a dict/bool schema, a path to a JSON
     file, or a pydantic model class (its ``model_json_schema()``)."""
@@ -117,8 +133,9 @@ def load_schema(schema: Any) -> tuple[dict | bool, Any]:
         return schema, None
     if isinstance(schema, (str, Path)):
         path = Path(schema)
-        if not path.is_file():
-            raise InvalidSchemaError(f"schema file {str(schema)!r} does not exist")
+        if not is_file(path):
+            raise InvalidSchemaError(f"schema file {str(schema)[:200]!r} does not exist (a schema given as a string "
+                                     f"is a file name: pass the schema itself as a dict)")
         try:
             return json.loads(path.read_text(encoding="utf-8")), None
         except json.JSONDecodeError as e:
@@ -487,7 +504,7 @@ def extract(schema: Any, text: str, *, model=None, instructions: str | None = No
     lm = _language_model(model)
     decoded, asked = decoding_schema(json_schema, complete)
     grammar = extraction_grammar(decoded, text, grounded=grounded, **schema_options)
-    prompt = _extraction_prompt(lm, json_schema, text, instructions)
+    prompt = _extraction_prompt(lm, json_schema, text, instructions, max_tokens)
     output = _finished_text(lm, _run(lm, prompt, grammar, sampler, max_tokens, seed, progress, speculative),
                             max_tokens)
     return _validated(json_schema, pydantic_class, output, asked)
@@ -519,7 +536,7 @@ def extract_many(schema: Any, texts: list[str], *, model=None, instructions: str
     json_schema, pydantic_class = load_schema(schema)
     lm = _language_model(model)
     decoded, asked = decoding_schema(json_schema, complete)
-    system = _extraction_system(json_schema, instructions)
+    systems = _extraction_systems(json_schema, instructions)
     per_text = grounded or _asks_grounding(json_schema)
     shared = None if per_text else _compiled(extraction_grammar(decoded, **schema_options), lm)
     sampler = sampler or default_sampler()
@@ -531,16 +548,19 @@ def extract_many(schema: Any, texts: list[str], *, model=None, instructions: str
         for start in range(0, len(texts), batch_size):
             chunk = texts[start:start + batch_size]
             matchers: list[Any] = []
-            for t in chunk:
+            prompts: dict[int, list[int]] = {}
+            for i, t in enumerate(chunk):
                 try:
-                    matchers.append(shared.matcher() if shared is not None else _compiled(
-                        extraction_grammar(decoded, t, grounded=grounded, **dict(schema_options)), lm).matcher())
-                except GroundingError as e:
-                    matchers.append(e)
-            rows = [i for i, m in enumerate(matchers) if not isinstance(m, Exception)]
+                    matcher: Any = shared.matcher() if shared is not None else _compiled(
+                        extraction_grammar(decoded, t, grounded=grounded, **dict(schema_options)), lm).matcher()
+                    prompts[i] = _fitting_prompt(lm, t, systems, max_tokens)
+                except (GroundingError, ContextLengthError) as e:
+                    matcher = e
+                matchers.append(matcher)
+            rows = list(prompts)
             results: list[Any] = list(matchers)
             if rows:
-                batch = lm.batch_session([lm.prompt_ids(chunk[i], instructions=system) for i in rows])
+                batch = lm.batch_session([prompts[i] for i in rows])
                 samples = sampler.run_batch(batch, [matchers[i] for i in rows], lm.eos_ids,
                                             max_tokens=max_tokens, generator=generator)
                 for i, sample in zip(rows, samples):
@@ -554,11 +574,11 @@ def extract_many(schema: Any, texts: list[str], *, model=None, instructions: str
     return out
 
 
-def field_list(json_schema: Any, max_description: int = 120) -> str:
+def field_list(json_schema: Any, max_description: int = 120, levels: int | None = None) -> str:
     """The default prompt's list of the root object's declared members, one a line with
     its type and description, an object member's own declared members indented under it
-    (``""`` where the root declares none): the schema's JSON alone leaves a small model
-    unsure which members to write (measured in ``benchmarks/extraction_accuracy.py``:
+    (``""`` where the root declares none; ``levels``: how many levels of members, four
+    at most): the schema's JSON alone leaves a small model unsure which members to write (measured in ``benchmarks/extraction_accuracy.py``:
     more members given, fewer copied from another field's sentence).
 
     Example:
@@ -572,7 +592,7 @@ def field_list(json_schema: Any, max_description: int = 120) -> str:
         - "home" (object)
           - "city" (string)
     """
-    lines = _member_lines(json_schema, max_description, 0)
+    lines = _member_lines(json_schema, max_description, min(levels or _LISTED_DEPTH, _LISTED_DEPTH))
     return "\n".join(["Fields:", *lines]) if lines else ""
 
 
@@ -580,9 +600,10 @@ _LISTED_DEPTH = 4
 """How deep `field_list` lists the members of object members."""
 
 
-def _member_lines(json_schema: Any, max_description: int, depth: int) -> list[str]:
+def _member_lines(json_schema: Any, max_description: int, levels: int, depth: int = 0) -> list[str]:
+    """`field_list`'s lines for the members ``depth`` levels down, and ``levels`` in all."""
     props = json_schema.get("properties") if isinstance(json_schema, dict) else None
-    if not isinstance(props, dict) or depth >= _LISTED_DEPTH:
+    if not isinstance(props, dict) or depth >= levels:
         return []
     lines = []
     for name, sub in props.items():
@@ -592,7 +613,7 @@ def _member_lines(json_schema: Any, max_description: int, depth: int) -> list[st
         about = " ".join(about.split())[:max_description] if isinstance(about, str) else ""
         lines.append("  " * depth + f"- {json.dumps(name, ensure_ascii=False)}"
                      + (f" ({kind})" if isinstance(kind, str) and kind else "") + (f": {about}" if about else ""))
-        lines += _member_lines(sub, max_description, depth + 1)
+        lines += _member_lines(sub, max_description, levels, depth + 1)
     return lines
 
 
@@ -663,8 +684,39 @@ def _extraction_system(json_schema, instructions: str | None) -> str:
     return head + "\n" + fields if fields else head
 
 
-def _extraction_prompt(lm, json_schema, text: str, instructions: str | None) -> list[int]:
-    return lm.prompt_ids(text, instructions=_extraction_system(json_schema, instructions))
+def _extraction_systems(json_schema, instructions: str | None) -> list[str]:
+    """`extract`'s system prompts for ``json_schema``, the most detailed first: the
+    default (`_extraction_system`), then the field list without the schema's JSON, the
+    root's members only, and the bare instruction.  `_fitting_prompt` takes the first
+    that fits the model's context with the text and the budget (the grammar enforces
+    the schema whatever the prompt says).  Given ``instructions`` are the only one."""
+    if instructions is not None:
+        return [_extraction_system(json_schema, instructions)]
+    out = [_extraction_system(json_schema, None)]
+    for fields in (field_list(json_schema), field_list(json_schema, levels=1), ""):
+        system = FIELD_LIST_INSTRUCTIONS + "\n" + fields if fields else FIELD_LIST_INSTRUCTIONS
+        if system not in out:
+            out.append(system)
+    return out
+
+
+def _fitting_prompt(lm, text: str | list[dict], systems: Sequence[str | None], max_tokens: int) -> list[int]:
+    """The prompt ids of ``text`` under the first of ``systems`` with which the prompt
+    and ``max_tokens`` fit in ``lm.context_length``; `ContextLengthError` if none does
+    (a model decoding past its context degrades, and slowly: never silently)."""
+    limit = getattr(lm, "context_length", None)
+    ids: list[int] = []
+    for system in systems:
+        ids = lm.prompt_ids(text, instructions=system)
+        if limit is None or len(ids) + max_tokens <= limit:
+            return ids
+    shortest = " even with the schema left out of the system prompt" if len(systems) > 1 else ""
+    raise ContextLengthError(f"the prompt takes {len(ids)} tokens{shortest}; with max_tokens={max_tokens} that is "
+                             f"more than the model's context of {limit} tokens: shorten the text or lower max_tokens")
+
+
+def _extraction_prompt(lm, json_schema, text: str, instructions: str | None, max_tokens: int) -> list[int]:
+    return _fitting_prompt(lm, text, _extraction_systems(json_schema, instructions), max_tokens)
 
 
 def _validated(json_schema, pydantic_class, output: str, asked=()) -> Any:
@@ -716,10 +768,10 @@ def generate(prompt: str, *, grammar: Any = None, regex: str | None = None, json
     elif isinstance(grammar, Grammar):
         g = grammar
     elif isinstance(grammar, (str, Path)) and Path(grammar).suffix in (".lark", ".gbnf", ".regex") \
-            and Path(grammar).is_file():
+            and is_file(grammar):
         g = Grammar.from_file(grammar)
     else:
         g = Grammar.from_lark(str(grammar))
     lm = _language_model(model)
-    return _finished_text(lm, _run(lm, lm.prompt_ids(prompt, instructions=instructions), g, sampler, max_tokens,
-                                   seed, progress, speculative), max_tokens)
+    return _finished_text(lm, _run(lm, _fitting_prompt(lm, prompt, [instructions], max_tokens), g, sampler,
+                                   max_tokens, seed, progress, speculative), max_tokens)

@@ -96,10 +96,12 @@ def cmd_mask(args) -> int:
 def _read_text(spec: str) -> str:
     from pathlib import Path
 
+    from constrained.app import is_file
+
     if spec == "-":
         return sys.stdin.read()
     path = Path(spec)
-    return path.read_text(encoding="utf-8") if path.is_file() else spec
+    return path.read_text(encoding="utf-8") if is_file(path) else spec
 
 
 def _sampler(args):
@@ -152,11 +154,13 @@ def _json_line(value) -> str:
 def _read_lines(spec: str) -> list[str]:
     from pathlib import Path
 
+    from constrained.app import is_file
+
     if spec == "-":
         return sys.stdin.read().splitlines()
     path = Path(spec)
-    if not path.is_file():
-        raise FileNotFoundError(f"--texts: no such file: {spec}")
+    if not is_file(path):
+        raise FileNotFoundError(f"--texts: no such file: {spec[:200]}")
     return path.read_text(encoding="utf-8").splitlines()
 
 

@@ -165,6 +165,11 @@ class GenerationError(ConstrainedError):
     """Constrained generation could not finish (e.g. the token budget ran out)."""
 
 
+class ContextLengthError(GenerationError):
+    """The prompt and the token budget do not fit in the model's context (raised before
+    any token is generated; says the prompt's tokens, the budget and the context)."""
+
+
 class SamplerError(ConstrainedError):
     """A sampler cannot do what was asked (e.g. an ASAp trie learned for another prompt,
     or a file that is not a saved trie)."""

@@ -341,5 +341,6 @@ def generate_tool_calls(prompt: str, tools: Sequence[Mapping], *, tool_choice: A
                             reasoning=reasoning, **schema_options)
     lm = app._language_model(model)
     system = instructions if instructions is not None else tools_instructions(tools, format)
-    sample = app._run(lm, lm.prompt_ids(prompt, instructions=system), grammar, sampler, max_tokens, seed, progress)
+    sample = app._run(lm, app._fitting_prompt(lm, prompt, [system], max_tokens), grammar, sampler, max_tokens, seed,
+                      progress)
     return parse_tool_calls(app._finished_text(lm, sample, max_tokens), tools, format=format)

@@ -95,7 +95,7 @@ def test_non_objects_keep_the_schema() -> None:
 
 def _system(schema, instructions=None) -> str:
     lm = LanguageModel.tiny(seed=0)       # byte-level: the prompt is the system text, a newline, the text
-    return bytes(_extraction_prompt(lm, schema, "TEXT", instructions)).decode()[:-len("\nTEXT")]
+    return bytes(_extraction_prompt(lm, schema, "TEXT", instructions, 0)).decode()[:-len("\nTEXT")]
 
 
 def test_the_default_prompt_of_a_flat_object_is_the_field_list_without_the_json() -> None:

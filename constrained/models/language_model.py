@@ -106,6 +106,13 @@ class LanguageModel:
     def eos_ids(self) -> tuple[int, ...]:
         return tuple(int(i) for i in self.vocab.eos_ids)
 
+    @property
+    def context_length(self) -> int | None:
+        """How many positions (prompt and output) the model was made for
+        (``max_position_embeddings``); None where its config does not say."""
+        value = getattr(getattr(self.model, "config", None), "max_position_embeddings", None)
+        return int(value) if isinstance(value, int) and value > 0 else None
+
     # ------------------------------------------------------------------ prompts
     def prompt_ids(self, prompt: str | list[dict], *, instructions: str | None = None,
                    chat: bool | None = None) -> list[int]:
