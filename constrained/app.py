@@ -578,8 +578,9 @@ def field_list(json_schema: Any, max_description: int = 120, levels: int | None 
     """The default prompt's list of the root object's declared members, one a line with
     its type and description, an object member's own declared members indented under it
     (``""`` where the root declares none; ``levels``: how many levels of members, four
-    at most): the schema's JSON alone leaves a small model unsure which members to write (measured in ``benchmarks/extraction_accuracy.py``:
-    more members given, fewer copied from another field's sentence).
+    at most): the schema's JSON alone leaves a small model unsure which members to
+    write (measured in ``benchmarks/extraction_accuracy.py``: more members given, fewer
+    copied from another field's sentence).
 
     Example:
         >>> print(field_list({"properties": {"name": {"type": "string", "description": "Full name"},
