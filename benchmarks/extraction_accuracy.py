@@ -17,7 +17,10 @@ leaves one member per task out of the prose (and out of the fields scored) and
 reports how often each mode fills it anyway.  ``--nested`` takes instead the records
 whose first valid instance nests objects (at least one member an object; 2 to 8 scalar
 leaves, the same limits on strings): each leaf is a field, its sentence names the path
-in words (``The address city is Paris.``), scored at its path.
+in words (``The address city is Paris.``), scored at its path.  ``--arrays`` takes flat
+objects with at least one array of 2 to 4 scalars (strings of at most 40 characters
+without a comma or " and "; the other limits as for flat ones): the array is one field, written as a list in its sentence
+(``The tags is red, green and blue.``) and scored as a whole.
 
 Scored per *field* of the instance: exact match of the extracted member (same JSON
 value: ``"587"`` is not ``587``); a missing member is wrong.  Also: the share of
@@ -30,7 +33,7 @@ time; compiling each text's grounded grammar included; the modes alternate their
 per task, so none gets all the warm caches).
 
     python benchmarks/extraction_accuracy.py [--tasks 80] [--max-tokens 128] [--max-schema 3000]
-        [--modes ungrounded grounded ...] [--absent] [--nested]
+        [--modes ungrounded grounded ...] [--absent] [--nested | --arrays]
         [--data ../shared/data/maskbench/dev.jsonl.gz] [--out benchmarks/results] [--name extraction_accuracy]
 """
 
@@ -115,8 +118,20 @@ def without(instance: dict, path: tuple) -> dict:
 
 
 def spelled(value) -> str:
-    """How a value is written in the prose: strings as they are, others as JSON."""
+    """How a value is written in the prose: strings as they are, arrays as a list in
+    words (``a, b and c``), others as JSON."""
+    if isinstance(value, list):
+        items = [spelled(v) for v in value]
+        return ", ".join(items[:-1]) + " and " + items[-1] if len(items) > 1 else "".join(items)
     return value if isinstance(value, str) else json.dumps(value)
+
+
+def _listed(value) -> bool:
+    """An array the ``--arrays`` prose can write unambiguously (module docstring)."""
+    return isinstance(value, list) and 2 <= len(value) <= 4 and all(
+        isinstance(x, (int, float)) and not isinstance(x, bool)
+        or isinstance(x, str) and x.strip() and len(x) <= 40 and "," not in x and " and " not in x and "\n" not in x
+        for x in value)
 
 
 def prose(instance: dict, rng: random.Random) -> str:
@@ -131,33 +146,36 @@ def prose(instance: dict, rng: random.Random) -> str:
     return " ".join(out)
 
 
-def _usable(inst, nested: bool) -> bool:
+def _usable(inst, nested: bool, arrays: bool = False) -> bool:
     """Whether a record's first valid instance makes a task (module docstring)."""
     if not isinstance(inst, dict):
         return False
     if nested and not any(isinstance(v, dict) and v for v in inst.values()):
         return False
+    if arrays and not any(_listed(v) for v in inst.values()):
+        return False
     values = [v for _, v in leaves(inst)] if nested else list(inst.values())
-    if not 2 <= len(values) <= 8 or not all(isinstance(v, (str, int, float, bool)) for v in values):
+    if not 2 <= len(values) <= 8 or not all(isinstance(v, (str, int, float, bool)) or arrays and _listed(v)
+                                            for v in values):
         return False
     return any(isinstance(v, str) and v.strip() for v in values) \
         and not any(isinstance(v, str) and (len(v) > 80 or "\n" in v) for v in values)
 
 
 def tasks(n: int, path: Path = DATA, seed: int = 0, max_schema: int = 3000, absent: bool = False,
-          nested: bool = False) -> list[dict]:
+          nested: bool = False, arrays: bool = False) -> list[dict]:
     """``n`` tasks ``{id, split, schema, instance, text}``, round-robin over splits.
 
     ``absent``: one leaf per task (drawn with a fixed seed) is left out of the prose
     and of the instance scored (``task["absent"]``, its path): how often a mode fills a
-    member the text does not give.  ``nested``: instances that nest objects (module
-    docstring) instead of flat ones."""
+    member the text does not give.  ``nested``: instances that nest objects, ``arrays``:
+    flat ones with arrays (module docstring), instead of flat ones of scalars."""
     by_split: dict[str, list[dict]] = defaultdict(list)
     with gzip.open(path, "rt", encoding="utf-8") as f:
         for line in f:
             rec = json.loads(line)
             valid = [t["data"] for t in rec.get("tests", []) if t.get("valid")]
-            if not valid or not _usable(valid[0], nested):
+            if not valid or not _usable(valid[0], nested, arrays):
                 continue
             inst = valid[0]
             if len(json.dumps(rec["schema"])) >= max_schema:
@@ -201,14 +219,14 @@ def _valid(schema, value) -> bool:
 
 def run(model: str, n_tasks: int, max_tokens: int, data: Path = DATA, log: Path | None = None,
         max_schema: int = 3000, ids: list[str] | None = None, modes: tuple[str, ...] = MODES,
-        absent: bool = False, nested: bool = False) -> dict:
+        absent: bool = False, nested: bool = False, arrays: bool = False) -> dict:
     from _environment import environment
 
     import constrained
     from constrained.models import LanguageModel
 
     lm = LanguageModel.load(model)
-    rows = tasks(n_tasks, data, max_schema=max_schema, absent=absent, nested=nested)
+    rows = tasks(n_tasks, data, max_schema=max_schema, absent=absent, nested=nested, arrays=arrays)
     if ids:
         rows = [t for t in rows if t["id"] in ids]
     results = {mode: [] for mode in modes}
@@ -238,7 +256,7 @@ def run(model: str, n_tasks: int, max_tokens: int, data: Path = DATA, log: Path 
             flush=True)
     return {"environment": environment(lm), "model": model, "tasks": len(rows), "max_tokens": max_tokens,
             "budgets_raised": sum(r["max_tokens"] > max_tokens for r in results[modes[0]]),
-            "absent": absent, "nested": nested, "modes": {m: MODE_OPTIONS[m] for m in modes},
+            "absent": absent, "nested": nested, "arrays": arrays, "modes": {m: MODE_OPTIONS[m] for m in modes},
             "per_task": {m: results[m] for m in modes}, "summary": {m: summary(results[m]) for m in modes}}
 
 
@@ -260,12 +278,14 @@ def task_budget(lm, task: dict, max_tokens: int, modes) -> int:
     return budget
 
 
-def from_log(log: Path, model: str = "default", data: Path = DATA, nested: bool = False) -> dict:
+def from_log(log: Path, model: str = "default", data: Path = DATA, nested: bool = False,
+             arrays: bool = False) -> dict:
     """Results from a run's JSON lines (an interrupted run: the tasks done in both modes)."""
     rows = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line.strip()]
     if any("gold" not in r for r in rows):          # logs written before rows carried their instance
         absent = any("absent_filled" in r for r in rows)
-        by_id = {t["id"]: t for t in tasks(10 ** 6, data, max_schema=10 ** 9, absent=absent, nested=nested)}
+        by_id = {t["id"]: t for t in tasks(10 ** 6, data, max_schema=10 ** 9, absent=absent, nested=nested,
+                                            arrays=arrays)}
         for r in rows:
             r.setdefault("gold", by_id[r["id"]]["instance"])
     modes = tuple(dict.fromkeys(r["mode"] for r in rows))
@@ -460,11 +480,13 @@ def main() -> None:
                     help="leave one member per task out of the text: how often each mode fills it anyway")
     ap.add_argument("--nested", action="store_true",
                     help="instances that nest objects, each scalar leaf a field (module docstring)")
+    ap.add_argument("--arrays", action="store_true",
+                    help="flat instances with arrays of scalars, each array one field (module docstring)")
     ap.add_argument("--ids", nargs="+", help="re-run only these task ids, appending to the log (later rows win)")
     ap.add_argument("--summarize", type=Path, help="only the report of a run's JSON lines (interrupted runs too)")
     args = ap.parse_args()
     if args.summarize:
-        res = from_log(args.summarize, args.model, args.data, args.nested)
+        res = from_log(args.summarize, args.model, args.data, args.nested, args.arrays)
         stem = args.summarize.with_suffix("")
         stem.with_suffix(".json").write_text(json.dumps(res, indent=1, ensure_ascii=False, default=str))
         stem.with_suffix(".md").write_text(report(res) + "\n")
@@ -483,7 +505,7 @@ def main() -> None:
     if not args.ids:
         log.unlink(missing_ok=True)
     res = run(args.model, args.tasks, args.max_tokens, args.data, log, args.max_schema, args.ids, tuple(args.modes),
-              args.absent, args.nested)
+              args.absent, args.nested, args.arrays)
     if args.ids:                        # rows appended to the log; --summarize reports the whole log
         return
     (args.out / f"{args.name}.json").write_text(json.dumps(res, indent=1, ensure_ascii=False, default=str))

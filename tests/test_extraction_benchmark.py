@@ -59,7 +59,11 @@ def records(tmp_path: Path) -> Path:
             rec(1, "a", {"x": {"y": "two", "z": 3}}),                   # nested, 2 leaves
             rec(2, "b", {"x": {"y": ["list"]}, "z": "s"}),              # a list leaf: neither
             rec(3, "b", {"x": {"y": {}}, "z": "s"}),                    # an empty object: one leaf
-            rec(4, "b", {"x": {"y": "v"}, "q": {"r": 1.5}})]            # nested, 2 leaves
+            rec(4, "b", {"x": {"y": "v"}, "q": {"r": 1.5}}),            # nested, 2 leaves
+            rec(5, "a", {"tags": ["red", "sky blue"], "n": "v"}),       # an array the prose can list
+            rec(6, "a", {"tags": ["a, b", "c"], "n": "v"}),             # an element with a comma: neither
+            rec(7, "b", {"tags": ["x"] * 5, "n": "v"}),                 # too long an array: neither
+            rec(8, "b", {"tags": ["x", "y"], "n": 2})]                  # no string member: neither
     path = tmp_path / "dev.jsonl.gz"
     with gzip.open(path, "wt", encoding="utf-8") as f:
         f.writelines(json.dumps(r) + "\n" for r in rows)
@@ -72,6 +76,15 @@ def test_the_nested_task_set_takes_objects_that_nest_scalar_leaves(records: Path
     assert sorted(t["id"] for t in nested) == ["r1", "r4"]
     for t in nested:
         assert all(spelled in t["text"] for spelled in (ea.spelled(v) for _, v in ea.leaves(t["instance"])))
+
+
+def test_the_array_task_set_lists_each_array_in_one_sentence(records: Path) -> None:
+    (task,) = ea.tasks(10, records, arrays=True)
+    assert task["id"] == "r5" and "red and sky blue" in task["text"]
+    assert ea.spelled(["a", 2, "c"]) == "a, 2 and c" and ea.spelled(["a"]) == "a"
+    row = ea.score(task, {"tags": ["red", "sky blue"], "n": "w"})
+    assert (row["fields"], row["correct"], row["string_fields"]) == (2, 1, 1)
+    assert ea.score(task, {"tags": ["red"], "n": "v"})["correct"] == 1
 
 
 def test_an_absent_leaf_leaves_the_text_and_the_instance(records: Path) -> None:
