@@ -68,7 +68,7 @@ from __future__ import annotations
 
 from constrained.errors import UnsupportedGrammarError
 
-__all__ = ["FORMAT_REGEXES", "format_regex"]
+__all__ = ["FORMAT_NECESSARY", "FORMAT_REGEXES", "format_regex"]
 
 
 def _alt(*parts: str) -> str:
@@ -323,6 +323,18 @@ FORMAT_REGEXES: dict[str, str] = {
     "relative-json-pointer": RELATIVE_JSON_POINTER,
     "regex": REGEX,
 }
+
+
+_EMAIL_NECESSARY = r"(?:[^@]|@)*[^@]@[A-Za-z0-9.:\[\]\-]+"
+FORMAT_NECESSARY: dict[str, str] = {"email": _EMAIL_NECESSARY, "idn-email": _EMAIL_NECESSARY}
+"""For a format whose regex is too large to compile (``email`` always is, with the
+other string keywords or alone): a small regex every valid value matches, which the
+grammar keeps where the format itself becomes a value check.  An email is something,
+an ``@`` and a domain of hostname or address-literal characters.  Without it a string
+could close as ``"example.net"`` and leave a dead end: the check refuses the value
+only when the object or array around the string closes.  It is necessary, not
+sufficient: strings that pass it and fail `EMAIL` (``"a b@c"``) are still refused only
+there."""
 
 
 def format_regex(name: str) -> str:

@@ -26,7 +26,7 @@ from constrained.json_schema.compile.bounds import count_bounds
 from constrained.json_schema.compile.rules import STRING_REGEX, Alternatives, TerminalKey
 from constrained.json_schema.conjunction import Conjunction, Part
 from constrained.json_schema.ecma_regex import pattern_search_regex
-from constrained.json_schema.formats import FORMAT_REGEXES
+from constrained.json_schema.formats import FORMAT_NECESSARY, FORMAT_REGEXES
 from constrained.json_schema.json_string import json_string_regex, length_bounded_any_string
 
 if TYPE_CHECKING:                      # pragma: no cover
@@ -143,8 +143,26 @@ def string_terminal(compiler: SchemaCompiler, pieces: list[StringPiece], hint: s
         # drop the costliest piece: lengths first, then the last added
         drop = next((piece for piece in kept if isinstance(piece[2], tuple) and piece[2][0] == "length"), kept[-1])
         kept.remove(drop)
-        check_instead(compiler, drop, f"{drop[1]} together with the other string constraints needs too "
-                                      "large an automaton")
+        if drop[1] != NECESSARY:             # (its format is checked already)
+            check_instead(compiler, drop, f"{drop[1]} together with the other string constraints needs too "
+                                          "large an automaton")
+            kept += necessary_pieces([drop])
+
+
+NECESSARY = "format (its necessary condition)"
+"""The keyword name of a piece `necessary_pieces` made."""
+
+
+def necessary_pieces(dropped: list[StringPiece]) -> list[StringPiece]:
+    """What the grammar keeps of ``dropped`` pieces (now value checks): a format's
+    necessary condition (`FORMAT_NECESSARY`: an email's ``@``), so the string cannot close
+    without it and leave only a refused value behind."""
+    out: list[StringPiece] = []
+    for part, keyword, _ in dropped:
+        name = part.get("format") if keyword == "format" else None
+        if isinstance(name, str) and name in FORMAT_NECESSARY:
+            out.append((part, NECESSARY, FORMAT_NECESSARY[name]))
+    return out
 
 
 def _fold_excluded_words(main: str, also: tuple[str, ...], excluding: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
