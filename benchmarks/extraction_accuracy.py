@@ -307,7 +307,8 @@ def score(task: dict, value) -> dict:
         return {**row, "correct": 0, "string_fields": strings,
                 "string_correct": 0, "error": f"{type(value).__name__}: {value}"[:300], "invalid": False,
                 "output": None}
-    hits = [(v, at(value, p) is not MISSING and same(at(value, p), v)) for p, v in gold]
+    got = [at(value, p) for p, _ in gold]
+    hits = [(v, g is not MISSING and same(g, v)) for (_, v), g in zip(gold, got)]
     if "absent" in task:
         row["absent_filled"] = at(value, tuple(task["absent"])) is not MISSING
     return {**row, "correct": sum(h for _, h in hits), "string_fields": strings,

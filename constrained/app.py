@@ -676,29 +676,29 @@ def field_list_describes(json_schema: Any, _depth: int = 0) -> bool:
 
 
 def _extraction_system(json_schema, instructions: str | None) -> str:
-    """`extract`'s system prompt for ``json_schema`` (the same for every text)."""
-    if instructions is not None:
-        return (instructions or DEFAULT_INSTRUCTIONS).replace("{schema}", json.dumps(json_schema))
-    fields = field_list(json_schema)
-    head = FIELD_LIST_INSTRUCTIONS if field_list_describes(json_schema) else \
-        DEFAULT_INSTRUCTIONS.replace("{schema}", json.dumps(json_schema))
-    return head + "\n" + fields if fields else head
+    """`extract`'s system prompt for ``json_schema`` where the model's context has room
+    (the same for every text): the first of `_extraction_systems`."""
+    return _extraction_systems(json_schema, instructions)[0]
 
 
 def _extraction_systems(json_schema, instructions: str | None) -> list[str]:
     """`extract`'s system prompts for ``json_schema``, the most detailed first: the
-    default (`_extraction_system`), then the field list without the schema's JSON, the
-    root's members only, and the bare instruction.  `_fitting_prompt` takes the first
-    that fits the model's context with the text and the budget (the grammar enforces
-    the schema whatever the prompt says).  Given ``instructions`` are the only one."""
+    default (the field list, after the schema's JSON unless `field_list_describes`),
+    then the field list without the schema's JSON, the root's members only, and the
+    bare instruction.  `_fitting_prompt` takes the first that fits the model's context
+    with the text and the budget (the grammar enforces the schema whatever the prompt
+    says).  Given ``instructions`` (``{schema}`` in them replaced) are the only one."""
     if instructions is not None:
-        return [_extraction_system(json_schema, instructions)]
-    out = [_extraction_system(json_schema, None)]
-    for fields in (field_list(json_schema), field_list(json_schema, levels=1), ""):
-        system = FIELD_LIST_INSTRUCTIONS + "\n" + fields if fields else FIELD_LIST_INSTRUCTIONS
-        if system not in out:
-            out.append(system)
-    return out
+        return [(instructions or DEFAULT_INSTRUCTIONS).replace("{schema}", json.dumps(json_schema))]
+    fields = field_list(json_schema)
+    listed = [FIELD_LIST_INSTRUCTIONS + "\n" + f if f else FIELD_LIST_INSTRUCTIONS
+              for f in (fields, field_list(json_schema, levels=1), "")]
+    if field_list_describes(json_schema):
+        out = listed
+    else:
+        head = DEFAULT_INSTRUCTIONS.replace("{schema}", json.dumps(json_schema))
+        out = [head + "\n" + fields if fields else head, *listed]
+    return list(dict.fromkeys(out))
 
 
 def _fitting_prompt(lm, text: str | list[dict], systems: Sequence[str | None], max_tokens: int) -> list[int]:

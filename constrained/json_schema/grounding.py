@@ -176,10 +176,7 @@ def _without_too_large(compiler: SchemaCompiler, pieces: list) -> list:
     """``pieces`` without those whose automaton alone is too large (each becomes a value
     check, as `constrained.json_schema.compile.strings.string_terminal` would make it after trying)."""
     from constrained.automata.byte_dfa import compile_regex
-    from constrained.json_schema.compile.strings import (  # (it imports this module)
-        check_instead,
-        necessary_pieces,
-    )
+    from constrained.json_schema.compile.strings import check_instead  # (it imports this module)
     from constrained.json_schema.json_string import (
         json_string_regex,
         length_bounded_any_string,
@@ -204,8 +201,7 @@ def _without_too_large(compiler: SchemaCompiler, pieces: list) -> list:
             except CompileLimitError as e:
                 _TOO_LARGE[rx] = str(e)
         if rx in _TOO_LARGE:
-            check_instead(compiler, piece, f"{piece[1]} needs too large an automaton")
-            kept += necessary_pieces([piece])
+            kept += check_instead(compiler, piece, f"{piece[1]} needs too large an automaton")
         else:
             kept.append(piece)
     return kept

@@ -100,20 +100,33 @@ def string_pieces(compiler: SchemaCompiler, conj: Conjunction) -> list[StringPie
     return pieces
 
 
-def check_instead(compiler: SchemaCompiler, piece: StringPiece, why: str) -> None:
+NECESSARY = "format (its necessary condition)"
+"""The keyword name of the piece `check_instead` keeps for a format (`FORMAT_NECESSARY`)."""
+
+
+def check_instead(compiler: SchemaCompiler, piece: StringPiece, why: str) -> list[StringPiece]:
     """Leave ``piece`` out of the automaton: every keyword it enforced becomes a value
     check.  A length piece enforces both bounds, each of its own part: a checked
     ``maxLength`` alone is one the value tracker counts (`CheckCursor.tracked_only`),
-    so the ``minLength`` it carried is checked by its own name."""
+    so the ``minLength`` it carried is checked by its own name.
+
+    Returns what the automaton keeps instead: a format's necessary condition
+    (`FORMAT_NECESSARY`: an email's ``@`` and domain), so the string cannot close
+    without it and leave only a value the check refuses later; nothing for other
+    pieces, or for such a condition dropped in turn (its format is checked already)."""
     part, keyword, regex = piece
+    if keyword == NECESSARY:
+        return []
     if isinstance(regex, tuple) and regex[0] == "length":
         _, low, high, low_part = regex
         if high is not None:
             compiler.check(part, "maxLength", why)
         if low:
             compiler.check(low_part, "minLength", why)
-        return
+        return []
     compiler.check(part, keyword, why)
+    name = part.get("format") if keyword == "format" else None
+    return [(part, NECESSARY, FORMAT_NECESSARY[name])] if isinstance(name, str) and name in FORMAT_NECESSARY else []
 
 
 def string_terminal(compiler: SchemaCompiler, pieces: list[StringPiece], hint: str, *,
@@ -143,26 +156,8 @@ def string_terminal(compiler: SchemaCompiler, pieces: list[StringPiece], hint: s
         # drop the costliest piece: lengths first, then the last added
         drop = next((piece for piece in kept if isinstance(piece[2], tuple) and piece[2][0] == "length"), kept[-1])
         kept.remove(drop)
-        if drop[1] != NECESSARY:             # (its format is checked already)
-            check_instead(compiler, drop, f"{drop[1]} together with the other string constraints needs too "
-                                          "large an automaton")
-            kept += necessary_pieces([drop])
-
-
-NECESSARY = "format (its necessary condition)"
-"""The keyword name of a piece `necessary_pieces` made."""
-
-
-def necessary_pieces(dropped: list[StringPiece]) -> list[StringPiece]:
-    """What the grammar keeps of ``dropped`` pieces (now value checks): a format's
-    necessary condition (`FORMAT_NECESSARY`: an email's ``@``), so the string cannot close
-    without it and leave only a refused value behind."""
-    out: list[StringPiece] = []
-    for part, keyword, _ in dropped:
-        name = part.get("format") if keyword == "format" else None
-        if isinstance(name, str) and name in FORMAT_NECESSARY:
-            out.append((part, NECESSARY, FORMAT_NECESSARY[name]))
-    return out
+        kept += check_instead(compiler, drop, f"{drop[1]} together with the other string constraints needs too "
+                                              "large an automaton")
 
 
 def _fold_excluded_words(main: str, also: tuple[str, ...], excluding: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
