@@ -119,11 +119,16 @@ def test_checks_in_another_document_are_followed_like_the_documents_own(external
 def test_a_length_left_to_checks_checks_its_minimum_too(schema: dict) -> None:
     """Both bounds counted in the automaton but too large beside the pattern: the length
     leaves the automaton, and its minLength is checked by name, not hidden behind the
-    counted maxLength (the close would then skip validation and let a short string by)."""
+    counted maxLength.  The tracker counts both, so the close skips validation: a short
+    string is refused at its closing quote instead."""
     compilation = compile_json_schema(schema)
     assert {kw for _, kw in compilation.checked} == {"maxLength", "minLength"}
-    assert compilation.grammar.checks.root.tracked_only is False
+    assert compilation.grammar.checks.root.tracked_only is True
     cg = compile_grammar(compilation.grammar, BYTES, cache_dir=None)
+    m = cg.matcher()
+    prefix = '{"a": "aaaaaaaqaaaaaaaaa'
+    assert m.advance_many(BYTES.encode(prefix)) == len(prefix)
+    assert not m.allows(BYTES.token_bytes.index(b'"'))      # 19 characters: one short
     for s in ("aq" + "a" * 9, "a" * 10 + "q" + "a" * 9, "a" * 14 + "q" + "a" * 9, "a" * 15 + "q" + "a" * 9):
         value = {"a": s}
         valid = jsonschema.Draft202012Validator(schema).is_valid(value)

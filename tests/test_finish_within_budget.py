@@ -121,6 +121,60 @@ def test_a_looping_model_ends_valid_whenever_the_shortest_instance_fits(name, ju
     assert rescued, f"{name}: the looping model never needed rescuing: the test tests nothing"
 
 
+def _terse_logits(vocab: TokenVocabulary) -> torch.Tensor:
+    """A model that ends every string at once: a closing quote first, then the bytes that
+    close values, letters least."""
+    def score(data: bytes) -> float:
+        if not data:
+            return -20.0
+        c = data[0]
+        return {0x22: 10.0, 0x7D: 8.0, 0x5D: 8.0, 0x2C: 6.0, 0x3A: 6.0}.get(c, 0.0 if c < 0x80 else -5.0)
+
+    return torch.tensor([score(b) for b in vocab.token_bytes], dtype=torch.float32)
+
+
+class TerseSource(LoopingSource):
+    def __init__(self, vocab: TokenVocabulary) -> None:
+        super().__init__(vocab)
+        self._logits = _terse_logits(vocab)
+
+
+LONG_STRINGS = {
+    "long minLength": {"type": "object", "properties": {"s": {"type": "string", "minLength": 30},
+                                                        "n": {"type": "integer"}}, "required": ["s", "n"]},
+    "long minLength, hex pattern": {"type": "object", "properties": {
+        "id": {"type": "string", "pattern": "^[0-9a-f]+$", "minLength": 32}}, "required": ["id"]},
+    "long minLength, optional": {"type": "object", "properties": {"note": {"type": "string", "minLength": 40},
+                                                                  "tag": {"type": "string"}}},
+}
+
+
+@pytest.mark.parametrize("complete", [False, True])
+@pytest.mark.parametrize("name", list(LONG_STRINGS))
+def test_a_model_that_ends_strings_at_once_still_meets_a_long_min_length(name, complete) -> None:
+    """A ``minLength`` past the automaton's bound: the closing quote of a string short of it
+    is refused as it is written (so greedy decoding writes on), and where the budget runs
+    out the completion grows the string to its bound (the search writes no run of content
+    bytes).  With room to spare the output is the model's own (the quote refused, it writes
+    on), not its first short string replaced by the shortest completion of everything
+    after it.  Also under ``complete=True``, whose ``anyOf`` with ``null`` wraps each member."""
+    from constrained.app import decoding_schema
+
+    schema = LONG_STRINGS[name]
+    compiled = compile_grammar(extraction_grammar(decoding_schema(schema, complete)[0]), VOCAB, cache_dir=None)
+    assert _shortest_fits(compiled, 64), name
+    for budget in BUDGETS:
+        out = decode_loop(TerseSource(VOCAB), compiled.matcher(), (EOS,), Greedy().choose, max_tokens=budget,
+                          jump_forward=True, finish_within_budget=True)
+        if out.stop != "eos":
+            assert not _shortest_fits(compiled, budget), (name, budget, out)
+            continue
+        text = b"".join(VOCAB.token_bytes[t] for t in out.tokens)
+        assert len(out.tokens) <= budget and _valid(decoding_schema(schema, complete)[0], out.tokens), (budget, text)
+        if budget == BUDGETS[-1]:               # room to spare: the model's own tokens, no rescue
+            assert not out.info.get("finished_by_completion"), text
+
+
 def test_without_finishing_the_looping_model_runs_out() -> None:
     """The sweep above is meaningful: left alone, the looping model never ends a value."""
     compiled = _compiled(CONTACT)

@@ -27,7 +27,8 @@ from constrained.masks import unpack_mask
 ASCII = TokenVocabulary.from_token_bytes([bytes([b]) for b in range(32, 127)] + [b""], eos_ids=[95])
 # multi-byte tokens: one token may finish a key and start the next member, or overrun a string
 _MULTI = [b'","', b'":', b'", "', b"],", b"]}", b'"]', b'"}', b"aaaaaaaaaa", b"bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb",
-          b'"abcdefghijklmnopqrstuvwxyz0123', b'{"', b'["a","a"', b"1,", b",1", b'"a",']
+          b'"abcdefghijklmnopqrstuvwxyz0123', b'{"', b'["a","a"', b"1,", b",1", b'"a",',
+          b'"ab"', b'":"ab"', b'"ab"}']
 CHUNKY = TokenVocabulary.from_token_bytes([bytes([b]) for b in range(32, 127)] + _MULTI + [b""],
                                           eos_ids=[95 + len(_MULTI)])
 
@@ -38,6 +39,19 @@ PREFIX_EXACT = {
     "maxLength": {"type": "object", "properties": {"t": {"type": "string", "maxLength": LONG}},
                   "required": ["t"], "additionalProperties": False},
     "maxLength (array of strings)": {"type": "array", "items": {"type": "string", "maxLength": LONG}},
+    "minLength": {"type": "object", "properties": {"t": {"type": "string", "minLength": LONG}},
+                  "required": ["t"], "additionalProperties": False},
+    "minLength (array of strings)": {"type": "array", "items": {"type": "string", "minLength": LONG}},
+    "maxLength, optional": {"type": "object", "properties": {"t": {"anyOf": [
+        {"type": "null"}, {"type": "string", "maxLength": LONG}]}}, "required": ["t"], "additionalProperties": False},
+    "minLength, optional": {"type": "object", "properties": {"t": {"oneOf": [
+        {"type": "string", "minLength": LONG}, {"type": "null"}]}}, "required": ["t"], "additionalProperties": False},
+    "uniqueItems in an optional array": {"type": "object", "properties": {"t": {"anyOf": [
+        {"type": "null"}, {"type": "array", "items": {"type": "string", "maxLength": 2}, "uniqueItems": True,
+                           "maxItems": 3}]}}, "required": ["t"], "additionalProperties": False},
+    "minLength and maxLength": {"type": "object", "properties": {"t": {"type": "string", "minLength": LONG,
+                                                                       "maxLength": LONG + 2}},
+                                "required": ["t"], "additionalProperties": False},
     "maxProperties": {"type": "object", "maxProperties": 2, "additionalProperties": {"type": "integer"}},
     "maxItems": {"type": "array", "maxItems": 3, "uniqueItems": True, "items": {"type": "string"}},
     "allOf additionalProperties false": {
@@ -75,7 +89,8 @@ def _walk_states(cg, vocab, seed: int, steps: int = 60):
 # others are checked at the end of a key or element: a key prefix no admitted key extends
 # ('{"a' under "keys start with x"), a repeat that cannot grow (["ab","ab under maxLength
 # 2) are still reachable (docs/json-schema-keywords.md lists them so)
-EXACT = ("maxItems", "maxLength", "maxLength (array of strings)", "maxProperties")
+EXACT = ("maxItems", "maxLength", "maxLength (array of strings)", "maxProperties", "minLength",
+         "minLength (array of strings)", "minLength and maxLength", "maxLength, optional", "minLength, optional")
 
 
 @pytest.mark.parametrize("name", sorted(PREFIX_EXACT))
@@ -118,6 +133,90 @@ def test_max_length_refuses_the_character_past_the_bound_inside_the_string() -> 
     # escapes and multi-byte characters count as one character each
     m = _matcher_after("maxLength", b'{"t":"' + b"\\u00e9" * (LONG - 1) + b"\\n")
     assert not _allows_byte(m, b"a") and _allows_byte(m, b'"')
+
+
+def test_min_length_refuses_the_closing_quote_of_a_string_short_of_it() -> None:
+    """A ``minLength`` above the automaton's bound is counted by the tracker: the quote
+    that would end the string one character short is refused, the one after the bound is
+    allowed; escapes and multi-byte characters count once; a token holding a whole short
+    string is refused too (CHUNKY's ``"ab"``)."""
+    m = _matcher_after("minLength", b'{"t":"' + b"x" * (LONG - 1))
+    assert not _allows_byte(m, b'"') and _allows_byte(m, b"y")
+    m.advance(ASCII.token_bytes.index(b"y"))
+    assert _allows_byte(m, b'"')
+    m = _matcher_after("minLength", b'{"t":"' + b"\\u00e9" * (LONG - 1))
+    assert not _allows_byte(m, b'"')
+    assert m.advance_many(ASCII.encode("\\n")) == 2 and _allows_byte(m, b'"')
+    chunky = compile_grammar(compile_json_schema(PREFIX_EXACT["minLength"]).grammar, CHUNKY, cache_dir=None)
+    for prefix, whole in (('{"t":', b'"ab"}'), ('{"t', b'":"ab"')):
+        m, tokens = chunky.matcher(), CHUNKY.encode(prefix)
+        assert m.advance_many(tokens) == len(tokens)
+        assert not m.allows(CHUNKY.token_bytes.index(whole)), whole
+
+
+@pytest.mark.parametrize("wrapper", ["anyOf", "oneOf"])
+def test_min_length_is_counted_through_branches_that_admit_strings(wrapper: str) -> None:
+    """A string under ``anyOf`` / ``oneOf`` must meet some branch that admits strings: the
+    least checked ``minLength`` among those is counted (the null and integer branches say
+    nothing of strings), as in ``extract(complete=True)``'s ``{"anyOf": [{"type": "null"},
+    member]}``; the other kinds of value stay free."""
+    schema = {"type": "object", "properties": {"a": {wrapper: [
+        {"type": "null"}, {"type": "integer"}, {"type": "string", "minLength": LONG},
+        {"type": "string", "minLength": LONG + 5, "pattern": "^x"}]}}, "required": ["a"]}
+    cg = compile_grammar(compile_json_schema(schema).grammar, ASCII, cache_dir=None)
+    m = cg.matcher()
+    assert m.advance_many(ASCII.encode('{"a":"' + "y" * (LONG - 1))) == 6 + LONG - 1
+    assert not _allows_byte(m, b'"')
+    assert m.advance_many(ASCII.encode("y")) == 1 and _allows_byte(m, b'"')
+    for value in ("null", "12"):
+        m = cg.matcher()
+        assert m.advance_many(ASCII.encode('{"a":' + value + "}")) == 6 + len(value)
+
+
+@pytest.mark.parametrize("schema, filler", [
+    ({"type": "string", "minLength": 40}, " "),
+    ({"type": "object", "properties": {"id": {"type": "string", "pattern": "^[a-f0-9]+$", "minLength": 32},
+                                       "n": {"type": "integer"}}, "required": ["id", "n"]}, "0"),
+    ({"type": "array", "items": {"type": "string", "minLength": 26}, "minItems": 2}, None),
+    ({"type": "object", "properties": {"a": {"type": "string", "minLength": 30},
+                                       "b": {"type": "string", "minLength": 50}}, "required": ["a", "b"]}, None),
+    ({"type": "object", "properties": {"a": {"anyOf": [{"type": "null"}, {"type": "string", "minLength": 30}]}},
+      "required": ["a"]}, " "),
+    ({"type": "object", "properties": {"a": {"anyOf": [{"type": "string", "minLength": 30}, {"type": "integer"}]}},
+      "required": ["a"]}, None),
+])
+def test_a_string_short_of_its_min_length_is_finished_by_repeating_a_content_byte(schema: dict, filler) -> None:
+    """The completion search writes no run of content bytes, so a string needing dozens of
+    characters more is grown by copies of one byte its grammar state keeps to (a blank, or
+    a hex digit under a hex pattern), the fewest that pass: from the start, from inside the
+    string and for each of several strings.  Below an ``anyOf`` (no tracker) the close
+    refuses the short string and the same padding finishes it."""
+    cg = compile_grammar(compile_json_schema(schema).grammar, ASCII, cache_dir=None)
+    validator = jsonschema.Draft202012Validator(schema)
+    for prefix in ("", *(p for p in ('{"id":"ab', '["x', '{"a":"x"', '{"a":"') if cg.matcher().advance_many(
+            ASCII.encode(p)) == len(p))):
+        m = cg.matcher()
+        assert m.advance_many(ASCII.encode(prefix)) == len(prefix)
+        done = m.shortest_completion(strict=True)
+        assert done is not None, prefix
+        text = m.text + done
+        assert validator.is_valid(json.loads(text)), text
+        if filler is not None:
+            assert filler * 20 in done.decode(), done
+
+
+def test_prefix_checks_apply_in_the_one_branch_a_value_of_its_kind_can_take() -> None:
+    """``{"anyOf": [{"type": "null"}, member]}`` (pydantic's ``Optional``, and every member
+    ``extract(complete=True)`` asks for): a string, array or object can only be ``member``,
+    so its prefix checks apply as they do without the wrapper (`CheckCursor.of_kind`)."""
+    m = _matcher_after("maxLength, optional", b'{"t":"' + b"x" * LONG)
+    assert not _allows_byte(m, b"y") and _allows_byte(m, b'"')
+    m = _matcher_after("uniqueItems in an optional array", b'{"t":["a","b","a')
+    assert not _allows_byte(m, b'"') and _allows_byte(m, b"b")
+    m = _matcher_after("uniqueItems in an optional array", b'{"t":["a","b","c"')
+    assert not _allows_byte(m, b",") and _allows_byte(m, b"]")
+    m = _matcher_after("maxLength, optional", b'{"t":')
+    assert _allows_byte(m, b"n")                             # null stays free
 
 
 def test_max_properties_refuses_the_comma_of_a_member_too_many() -> None:

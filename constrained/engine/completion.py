@@ -38,6 +38,7 @@ import heapq
 import itertools
 import math
 import re
+from typing import Any
 
 import numpy as np
 
@@ -438,17 +439,74 @@ def checked_completion(rec, sid: int, checks, cstate, text: bytes, *, witnesses:
 
 
 def _padded(rec, sid: int, checks, cstate, text: bytes, first: bytes) -> bytes | None:
-    """The grammar's completion ``first`` with the array a check refuses for too few
-    elements grown by copies of its last one (``checks.pad``), where that passes every
-    check and the grammar: ``minItems`` above what the grammar counts asks for hundreds
-    of elements, past any byte-wise search's budget.  None otherwise."""
+    """The grammar's completion ``first`` with the values a check refuses for being too
+    short grown (``checks.pad``: strings by copies of a content byte, `grown_strings`; an
+    array by copies of its last element), where that passes every check and the grammar:
+    ``minItems`` above what the grammar counts asks for hundreds of elements,
+    ``minLength`` above it for dozens of characters, past any byte-wise search's budget
+    (the search writes no run of content bytes).  None otherwise."""
     if not isinstance(checks, SupportsPadding) or not isinstance(checks, SupportsFailure):
         return None
-    f = checks.failure(cstate, text, first)
-    padded = checks.pad(cstate, text, first, f) if f is not None else None
+    padded, f = grown_strings(rec, sid, checks, cstate, text, first)
+    if f is not None:
+        padded = checks.pad(cstate, text, padded, f)
     if padded is None or checks.failure(cstate, text, padded) is not None or not rec.accepting(rec.feed(sid, padded)):
         return None
     return padded
+
+
+MAX_GROWN_STRINGS = 64   # strings `grown_strings` grows in one completion
+
+
+def grown_strings(rec, sid: int, checks, cstate, text: bytes, data: bytes) -> tuple[bytes, Any]:
+    """``data`` (a completion of ``text``, at grammar state ``sid`` and check state
+    ``cstate``) with each string a check refuses for too few characters grown
+    (``checks.pad`` with `content_bytes`), in turn; and the first failure left (None:
+    it passes every check).  A short string is refused at its closing quote, before an
+    earlier value that only its container's close refuses: growing it first lets the
+    search see which value is really wrong."""
+    failure_of = checks.failure if isinstance(checks, SupportsFailure) else None
+    if failure_of is None:
+        return data, None
+    f = failure_of(cstate, text, data)
+    if not isinstance(checks, SupportsPadding):
+        return data, f
+    for _ in range(MAX_GROWN_STRINGS):
+        if f is None or f.keyword != "minLength":
+            break
+        grown = checks.pad(cstate, text, data, f, content_bytes(rec, sid, len(text), data))
+        if grown is None:
+            break
+        data, f = grown, failure_of(cstate, text, grown)
+    return data, f
+
+
+MAX_CONTENT_BYTES = 4    # content units `content_bytes` offers a padding to repeat
+
+
+def content_bytes(rec, sid: int, base: int, data: bytes):
+    """For ``checks.pad``: the units of printable ASCII that bring the grammar back where
+    it is at offset ``at`` of the text read to ``sid`` (``base`` bytes) followed by
+    ``data`` (a string's content there): single bytes that keep its state (a blank
+    first), else pairs (``a0`` under ``^([a-z][0-9])+$``); at most `MAX_CONTENT_BYTES`."""
+    def ascii_next(s: int) -> list[int]:
+        return [b for b in _PREFERRED[rec.next_bytes(s)[_PREFERRED]].tolist() if b < 0x80]
+
+    def content(at: int) -> list[bytes]:
+        if at < base:
+            return []
+        s = rec.feed(sid, data[:at - base])
+        if s == DEAD_STATE:
+            return []
+        firsts = ascii_next(s)
+        out = [bytes((b,)) for b in firsts if rec.byte_step(s, b) == s][:MAX_CONTENT_BYTES]
+        for b in firsts if not out else ():
+            s1 = rec.byte_step(s, b)
+            out += [bytes((b, c)) for c in ascii_next(s1) if rec.byte_step(s1, c) == s][:MAX_CONTENT_BYTES - len(out)]
+            if len(out) >= MAX_CONTENT_BYTES:
+                break
+        return out
+    return content
 
 
 _ROUNDS = (("length", 1, True), (None, 1, False), ("length", 1, False), ("length", GREEDY_WEIGHT, False),
@@ -482,7 +540,7 @@ def _repair(rec, tables: _CompletionTables, sid: int, checks, cstate, text: byte
         if c is None:
             return None
         whole = text + done
-        f = failure_of(cs, whole, c)
+        c, f = grown_strings(rec, s, checks, cs, whole, c)    # short strings grown
         if f is None:
             return done + c
         padded = pad(cs, whole, c, f) if pad is not None else None
@@ -506,7 +564,7 @@ def _repair(rec, tables: _CompletionTables, sid: int, checks, cstate, text: byte
             rest = tables.state_completion(s2)
             if rest is None:
                 return False
-            f2 = failure_of(cs2, base + data, rest)
+            f2 = grown_strings(rec, s2, checks, cs2, base + data, rest)[1]
             return f2 is None or f2.offset > at
 
         local = None

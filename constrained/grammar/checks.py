@@ -22,7 +22,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
@@ -97,12 +97,17 @@ class SupportsBlankInsignificance(Protocol):
 
 @runtime_checkable
 class SupportsPadding(Protocol):
-    """``pad(state, text, data, failure) -> bytes | None``: ``data`` (a completion of
-    ``text``) with the container ``failure`` refuses for too few elements grown until
-    it passes (a ``minItems`` above what the grammar counts), or None; the completion
-    search tries it where writing hundreds of elements is past its budget."""
+    """``pad(state, text, data, failure[, content]) -> bytes | None``: ``data`` (a
+    completion of ``text``) with the value ``failure`` refuses for being too short grown
+    until it passes (an array's ``minItems``, a string's ``minLength``, above what the
+    grammar counts), or None; the completion search tries it where writing hundreds of
+    elements or dozens of characters is past its budget.  ``content(offset)`` gives the
+    units of string content the grammar takes back to its state at that offset of
+    ``text + data`` (`constrained.engine.completion.content_bytes`), for a string to
+    repeat."""
 
-    def pad(self, state: Any, text: bytes, data: bytes, failure: Any) -> bytes | None: ...
+    def pad(self, state: Any, text: bytes, data: bytes, failure: Any,
+            content: Callable[[int], Sequence[bytes]] | None = None) -> bytes | None: ...
 
 
 @runtime_checkable

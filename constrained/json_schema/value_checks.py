@@ -12,8 +12,8 @@ the root through ``properties`` / ``patternProperties`` / ``additionalProperties
 the nearest enclosing checked value covers it).  When an array or object whose
 cursor reaches a checked keyword completes, the value is validated with
 `jsonschema` against those sub-schemas (`SchemaValidators`), and the token that
-completes an invalid value is refused; unless each of its checks is a ``maxLength``
-the tracker counts on a string's prefix, reached through keywords the cursors follow
+completes an invalid value is refused; unless each of its checks is a ``maxLength`` or
+``minLength`` the tracker counts on a string, reached through keywords the cursors follow
 (`CheckCursor.tracked_only`): then nothing is left to validate.  A top-level scalar
 is validated at the end.  Scalars inside containers are checked with their innermost
 enclosing array or object.
@@ -21,8 +21,9 @@ enclosing array or object.
 **Prefix checks**: what is decidable before a value completes is checked as the text
 grows, so the mask refuses the token that dooms a value, not only the one that
 closes it: a value string's characters against its ``maxLength`` (counted as they
-begin), the comma that would start a member past ``maxProperties`` or an element
-past ``maxItems``, a key at its closing quote (repeated, ``false`` under a sub-schema
+begin) and, at its closing quote, its ``minLength`` (one the grammar does not count:
+`CheckCursor.min_length`), the comma that would start a member past ``maxProperties``
+or an element past ``maxItems``, a key at its closing quote (repeated, ``false`` under a sub-schema
 that applies to it, refused by ``propertyNames``), a scalar array element under
 ``uniqueItems`` as it completes (a string's closing quote, the comma after it).
 
@@ -30,10 +31,10 @@ Soundness: every rejection is of a value that violates a sub-schema applying to
 it (or of an object with a repeated key: at its closing quote in a tracked object,
 and anywhere in a value validated at its close), so no valid instance is lost; the
 root is always validated when anything is checked (or every check is a counted
-``maxLength``), so no invalid instance is accepted.  The mask stays exact token by
+string length), so no invalid instance is accepted.  The mask stays exact token by
 token for the grammar; with checks it is sound, exact on prefixes for ``maxLength``,
-``maxItems`` and ``maxProperties``, and may allow a token after which only invalid
-completions remain for the keywords checked at completion (``minProperties``,
+``minLength``, ``maxItems`` and ``maxProperties``, and may allow a token after which
+only invalid completions remain for the keywords checked at completion (``minProperties``,
 ``contains``, ``not``, ...; docs/json-schema-keywords.md has the table).
 
 Masks: only tokens that can close the innermost checked value (counted with
@@ -66,6 +67,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -100,15 +102,15 @@ _HAS_BLANK = re.compile(rb"[ \t\n\r]")
 class CheckCursor:
     """The sub-schemas that must hold at one place of the instance, and their checks."""
 
-    __slots__ = ("_bounds", "_doomed", "_items", "_names", "_props", "_required", "_tuple", "conj", "plan",
-                 "tracked_only", "validate")
+    __slots__ = ("_bounds", "_doomed", "_items", "_kinds", "_names", "_props", "_required", "_tuple", "conj",
+                 "plan", "tracked_only", "validate")
 
     def __init__(self, plan: JsonValueChecks, conj: Conjunction, validate: tuple[Located, ...],
                  tracked_only: bool = False) -> None:
         self.plan = plan
         self.conj = conj
         self.validate = validate          # the parts whose sub-trees hold checked keywords
-        # every check those parts hold is a string's maxLength the tracker counts (`_counted_lengths`):
+        # every check those parts hold is a string length the tracker counts (`_counted_lengths`):
         # validating this value when it closes decides nothing the tracker has not
         self.tracked_only = tracked_only
         self._props: dict[str | None, CheckCursor | None] = {}
@@ -121,6 +123,38 @@ class CheckCursor:
         self._bounds: dict[str, int | None] = {}
         self._doomed: dict[str, bool] = {}
         self._required: frozenset[str] | None = None
+        self._kinds: dict[str, CheckCursor] = {}
+
+    def of_kind(self, kind: str) -> CheckCursor:
+        """This cursor for a value known to be of ``kind`` (``"string"``, ``"object"`` or
+        ``"array"``, from its first byte): with the branch of each ``anyOf`` / ``oneOf``
+        that is the only one admitting that kind (`_admits`) added to the conjunction, so
+        its keywords are tracked too.  ``{"anyOf": [{"type": "null"}, member]}`` (pydantic's
+        ``Optional``, ``extract(complete=True)``'s wrapper) is then tracked as ``member``:
+        its prefix checks apply, its strings are counted.  Sound: the branch must hold
+        where no other can.  Itself where nothing narrows (memoised per kind)."""
+        hit = self._kinds.get(kind)
+        if hit is None:
+            hit = self
+            for _ in range(MAX_NARROWING):
+                added = hit._only_branches(kind)
+                if not added:
+                    break
+                narrowed = self.plan.cursor(list(hit.conj) + added)
+                if narrowed is None:                  # pragma: no cover - the parts still reach checks
+                    break
+                hit = narrowed
+            self._kinds[kind] = hit
+        return hit
+
+    def _only_branches(self, kind: str) -> list:
+        """The branches, not yet in the conjunction, that are the only ones of their ``anyOf``
+        / ``oneOf`` to admit values of ``kind``."""
+        have, out = {id(p.schema) for p in self.conj}, []
+        for fits in _branches_admitting(self.plan, self.conj, kind):
+            if len(fits) == 1 and not any(id(q.schema) in have for q in fits[0][1]):
+                out.append(fits[0][0])
+        return out
 
     def prop(self, key: str) -> CheckCursor | None:
         if self._names is not None and key not in self._names:
@@ -150,6 +184,25 @@ class CheckCursor:
                         and v >= 0 and float(v).is_integer()]
                 hit = (max(nums) if keyword.startswith("min") else min(nums)) if nums else None
             self._bounds[keyword] = hit
+        return hit
+
+    def min_length(self) -> int:
+        """The fewest characters a string here must have that the grammar does not count,
+        which the tracker counts instead (-1: no such bound): the greatest checked
+        ``minLength`` of the conjunction (above `constrained.json_schema.compile.strings.
+        MAX_COUNTED_LENGTH`, or dropped from an automaton too large), and of each ``anyOf``
+        / ``oneOf`` part the least over its branches that admit strings (`_string_floor`):
+        ``{"anyOf": [{"type": "null"}, {"type": "string", "minLength": 30}]}``, as
+        ``extract(complete=True)`` wraps members, needs 30."""
+        if not self.plan.checked_min_lengths:
+            return -1
+        hit = self._bounds.get("minLength!", _UNSET)
+        if hit is _UNSET:
+            floors = [_string_floor(self.plan, self.conj)] + [
+                min((_string_floor(self.plan, conj) for _, conj in fits), default=0)
+                for fits in _branches_admitting(self.plan, self.conj, "string")]
+            best = max(floors)
+            hit = self._bounds["minLength!"] = best if best > 0 else -1
         return hit
 
     def required(self) -> frozenset[str]:
@@ -222,6 +275,55 @@ class CheckCursor:
 
 
 _UNSET: Any = object()
+MAX_NARROWING = 4     # nested anyOf/oneOf levels `CheckCursor.of_kind` follows
+
+
+def _branches_admitting(plan: JsonValueChecks, conj, kind: str) -> list[list[tuple]]:
+    """For each ``anyOf`` / ``oneOf`` of ``conj``: its branches that may hold for a value of
+    ``kind`` (`_admits`), as ``(located item, flattened conjunction)``."""
+    out = []
+    for p in conj:
+        for kw in ("anyOf", "oneOf"):
+            branches = p.get(kw)
+            if not (isinstance(branches, list) and branches and plan.dialect.evaluates(kw)):
+                continue
+            fits = []
+            for i in range(len(branches)):
+                item = _child(p, plan.index, kw, i)
+                flat = flatten([item], plan.index, plan.dialect)
+                if flat is not None and _admits(flat, kind):
+                    fits.append((item, flat))
+            out.append(fits)
+    return out
+
+
+def _string_floor(plan: JsonValueChecks, conj) -> int:
+    """The greatest checked ``minLength`` among the parts of ``conj`` (0: none)."""
+    nums = [int(v) for p in conj if id(p.schema) in plan.checked_min_lengths for v in (p.get("minLength"),)
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 and float(v).is_integer()]
+    return max(nums, default=0)
+
+
+_KIND_TYPES = {"string": str, "object": dict, "array": list}
+
+
+def _admits(conj, kind: str) -> bool:
+    """Whether a value of ``kind`` (``"string"``, ``"object"``, ``"array"``) may satisfy
+    ``conj`` as far as its ``type``, ``enum`` and ``const`` say (True where they say
+    nothing clear, e.g. draft 03's schemas inside ``type``)."""
+    names, cls = {kind, "any"}, _KIND_TYPES[kind]
+    for p in conj:
+        t = p.get("type")
+        if isinstance(t, str) and t not in names:
+            return False
+        if isinstance(t, list) and all(isinstance(x, str) for x in t) and not names & set(t):
+            return False
+        if p.has("const") and not isinstance(p.get("const"), cls):
+            return False
+        e = p.get("enum")
+        if p.has("enum") and isinstance(e, list) and not any(isinstance(x, cls) for x in e):
+            return False
+    return True
 
 
 class _Undecided(Exception):
@@ -250,11 +352,14 @@ class _Profiles:
         self.commas: list[list[np.ndarray]] = []     # [mode][r]: tokens with >= r such commas
         self.comma_keys: list[np.ndarray] = []
         self.ends_string: list[np.ndarray] = []
+        self.whole_strings: list[np.ndarray] = []   # [mode]: tokens that open a string and end it
         self.opens: list[np.ndarray] = []
         self._longer: dict[int, np.ndarray] = {}
         self._unions: dict[tuple, np.ndarray] = {}
         self._plain: np.ndarray | None = None
         self._begun: np.ndarray | None = None
+        self._closing: np.ndarray | None = None
+        self._run: tuple[np.ndarray, np.ndarray] | None = None
         self._by_length = order                       # token ids, longest first (`longer_ids`)
         self._sorted_lengths = lengths[order]
         self._longer_ids: dict[int, np.ndarray | None] = {}
@@ -272,6 +377,7 @@ class _Profiles:
             trig = np.zeros(n, dtype=bool)            # opens a container, then a comma or a string's end
             ostr = np.zeros(n, dtype=bool)            # opens a string
             qend = np.zeros(n, dtype=bool)            # a quote that ends a string there
+            whole = np.zeros(n, dtype=bool)           # a string opened and ended inside the token
             for j in range(mat.shape[1]):
                 k = int(counts[j])                          # tokens longer than j
                 if k == 0:
@@ -290,6 +396,7 @@ class _Profiles:
                 after_comma[:k] |= comma_here
                 ncomma[:k] += comma_here
                 qend[:k] |= s & quote & (d <= 0)
+                whole[:k] |= ostr[:k] & s & quote
                 trig[:k] |= opened[:k] & ((out & (c == 0x2C)) | (s & quote))
                 opened[:k] |= opening
                 ostr[:k] |= out & quote
@@ -307,7 +414,8 @@ class _Profiles:
             flat = np.empty(n, dtype=np.int32)
             flat[order] = ncomma
             self.commas.append([pack_mask(flat >= r) for r in range(MAX_CLOSES + 1)])
-            for acc, out_list in ((ckey, self.comma_keys), (qend, self.ends_string), (trig, self.opens)):
+            for acc, out_list in ((ckey, self.comma_keys), (qend, self.ends_string), (trig, self.opens),
+                                  (whole, self.whole_strings)):
                 flat = np.empty(n, dtype=bool)
                 flat[order] = acc
                 out_list.append(pack_mask(flat))
@@ -342,13 +450,14 @@ class _Profiles:
         self.leads = {k: np.array(v, dtype=np.int64) for k, v in leads.items()}
 
     def union(self, mode: int, r: int, opens: bool, commas: int, ends: bool, keys: bool,
-              room: int) -> np.ndarray:
+              room: int, strings: bool = False) -> np.ndarray:
         """The tokens (packed) a tracker state's checks may refuse, read from string mode
         ``mode``: closing ``r`` containers (or opening and closing one inside the token),
         opening one and continuing it (``opens``), ``commas`` commas at the level, a
         string's end (``ends``), a comma and a whole key (``keys``), more than ``room``
-        bytes (``room`` >= 0).  Memoised: it does not depend on the grammar's state."""
-        key = (mode, r, opens, commas, ends, keys, room)
+        bytes (``room`` >= 0), a whole string (``strings``: opened and ended in the token).
+        Memoised: it does not depend on the grammar's state."""
+        key = (mode, r, opens, commas, ends, keys, room, strings)
         hit = self._unions.get(key)
         if hit is None:
             sel = self.internal[mode] | self.closes[mode][r] if r else self.internal[mode].copy()
@@ -360,6 +469,8 @@ class _Profiles:
                 sel |= self.ends_string[mode]
             if keys:
                 sel |= self.comma_keys[mode]
+            if strings:
+                sel |= self.whole_strings[mode]
             if room >= 0:
                 sel |= self.longer(room)
             if len(self._unions) > 1024:
@@ -394,19 +505,43 @@ class _Profiles:
         (built on first use)."""
         hit = self._begun
         if hit is None:
+            run, after = self._content_run()
+            hit = (run + ((run < self.lengths) & (after == 0x5C))).astype(np.int32)
+            hit.setflags(write=False)
+            self._begun = hit
+        return hit
+
+    def closing_run(self) -> np.ndarray:
+        """Int32 per token id: where the token, read inside a JSON string, ends the string
+        right after its leading run of printable ASCII content (no quote or backslash), the
+        run's characters; -1 for every other token.  Read by `JsonValueChecks.refused`
+        (a string ended short of its checked ``minLength``; built on first use)."""
+        hit = self._closing
+        if hit is None:
+            run, after = self._content_run()
+            closes = (run < self.lengths) & (after == 0x22)
+            hit = np.where(closes, run, -1).astype(np.int32)
+            hit.setflags(write=False)
+            self._closing = hit
+        return hit
+
+    def _content_run(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per token id: the length of its leading run of printable ASCII string content (no
+        quote or backslash), and the byte after the run (meaningful where the run is
+        shorter than the token)."""
+        hit = self._run
+        if hit is None:
             mat, lengths = self._vocab.byte_matrix, self.lengths
             n, width = len(lengths), mat.shape[1]
             if width == 0:
-                hit = np.zeros(n, np.int32)
+                hit = (np.zeros(n, np.int64), np.zeros(n, mat.dtype))
             else:
                 real = np.arange(width)[None, :] < lengths[:, None]
                 content = (mat >= 0x20) & (mat <= 0x7E) & (mat != 0x22) & (mat != 0x5C) & real
                 stops = ~content
                 run = np.where(stops.any(axis=1), np.argmax(stops, axis=1), width)
-                after = mat[np.arange(n), np.minimum(run, width - 1)]
-                hit = (run + ((run < lengths) & (after == 0x5C))).astype(np.int32)
-            hit.setflags(write=False)
-            self._begun = hit
+                hit = (run, mat[np.arange(n), np.minimum(run, width - 1)])
+            self._run = hit
         return hit
 
     def longer_ids(self, room: int, limit: int = 2048) -> np.ndarray | None:
@@ -462,6 +597,9 @@ class JsonValueChecks:
         self.checked = checked            # (``keywords[i]``: the keyword checked at ``checked[i]``)
         edges = _schema_edges(index)
         targets = {id(loc.schema) for loc in checked}
+        # the schema objects whose minLength the grammar leaves to the checks (`CheckCursor.min_length`)
+        self.checked_min_lengths = {id(loc.schema) for loc, kw in zip(checked, keywords, strict=True)
+                                    if kw == "minLength"}
         self._reaching = _ancestors(edges, targets)     # the schema objects from which a check is reachable
         self._beyond_tracker = _beyond_tracker(edges, self._reaching, targets - _counted_lengths(checked, keywords))
         self._verdicts: dict[tuple[int, bytes], bool] = {}
@@ -525,16 +663,18 @@ class JsonValueChecks:
     # ------------------------------------------------------------------ tracking
     def start(self) -> tuple:
         """The tracker state before any byte: (frames, mode, string start, string is a key,
-        the string's maxLength or -1).  A frame is (kind, start offset, cursor, phase,
-        key or index, the keys read so far (objects with a cursor))."""
-        return ((), OUT, -1, False, -1)
+        the string's maxLength or -1, the string's checked minLength or -1).  A frame is
+        (kind, start offset, cursor, phase, key or index, the keys read so far (objects
+        with a cursor)); a value's cursor is narrowed to its kind (`CheckCursor.of_kind`)."""
+        return ((), OUT, -1, False, -1, -1)
 
     def step(self, state: tuple, text: bytes, data: bytes) -> tuple | None:
         """The state after ``data`` follows ``text``; None if ``data`` completes an invalid
         value, or dooms one on a prefix (see the module docstring: a string past its
-        ``maxLength``, an element past ``maxItems``, a member past ``maxProperties``, a
-        key no sub-schema admits, a repeated scalar under ``uniqueItems``)."""
-        frames, mode, sstart, is_key, limit = state
+        ``maxLength`` or ended short of its checked ``minLength``, an element past
+        ``maxItems``, a member past ``maxProperties``, a key no sub-schema admits, a
+        repeated scalar under ``uniqueItems``)."""
+        frames, mode, sstart, is_key, limit, low = state
         base = len(text)
         i, n = 0, len(data)
         while i < n:
@@ -549,6 +689,8 @@ class JsonValueChecks:
                 i, mode = q + 1, OUT
                 if limit >= 0 and _too_long(text, data, sstart, base + i - 1, limit):
                     return None
+                if low >= 0 and _too_short(text, data, sstart, base + i - 1, low):
+                    return None                              # a string ended short of its minLength
                 if is_key and frames:
                     raw = _slice(text, data, sstart, base + i)
                     key = raw[1:-1].decode("utf-8", "surrogatepass") if b"\\" not in raw else json.loads(raw)
@@ -571,14 +713,18 @@ class JsonValueChecks:
                 continue
             if c == 0x22:                                                   # "
                 is_key = bool(frames) and frames[-1][0] == OBJ and frames[-1][3] == KEY
-                sstart, mode, limit = base + i, STR, -1
+                sstart, mode, limit, low = base + i, STR, -1, -1
                 if not is_key:
                     cur = self._child(frames)
                     if cur is not None:
+                        cur = cur.of_kind("string")
                         m = cur.bound("maxLength")
                         limit = -1 if m is None else m
+                        low = cur.min_length()
             elif c == 0x7B or c == 0x5B:                                    # { [
                 cur = self._child(frames)
+                if cur is not None:
+                    cur = cur.of_kind("object" if c == 0x7B else "array")
                 frames = frames + (((OBJ, base + i, cur, KEY, None, ()) if c == 0x7B
                                     else (ARR, base + i, cur, VALUE, 0, ())),)
             elif c == 0x7D or c == 0x5D:                                    # } ]
@@ -610,12 +756,12 @@ class JsonValueChecks:
         if mode != OUT and limit >= 0 and base + n - sstart - 1 > limit \
                 and _too_long(text, data, sstart, base + n, limit):
             return None
-        return (frames, mode, sstart, is_key, limit)
+        return (frames, mode, sstart, is_key, limit, low)
 
     def chars_left(self, state: tuple, text: bytes) -> int | None:
         """Characters the string being read may still take before its ``maxLength``
         (None: not in a string with a checked maxLength)."""
-        _, mode, sstart, _, limit = state
+        _, mode, sstart, _, limit, _ = state
         if mode == OUT or limit < 0:
             return None
         return limit - _code_points(bytes(text[sstart + 1:]))
@@ -689,9 +835,18 @@ class JsonValueChecks:
             return None                                    # pragma: no cover - a chunk fails, its bytes pass
         return None                                        # pragma: no cover - step refused, no byte does
 
-    def pad(self, state: tuple, text: bytes, data: bytes, failure: CheckFailure) -> bytes | None:
-        """``data`` (a completion of ``text``, read in ``state``) with the array that
-        ``failure`` refuses for ``minItems`` grown to pass: its last element, as written,
+    def pad(self, state: tuple, text: bytes, data: bytes, failure: CheckFailure,
+            content: Callable[[int], Sequence[bytes]] | None = None) -> bytes | None:
+        """``data`` (a completion of ``text``, read in ``state``) with the value ``failure``
+        refuses for being too short grown to pass.
+
+        A string short of its ``minLength`` (the tracker's or its container's check): the
+        first unit ``content(offset)`` gives that passes (units of content that take the
+        grammar back to its state before the string's closing quote at ``offset`` of ``text
+        + data``; a blank where not given), repeated before that quote, as few times as pass
+        (`_lengthened`).
+
+        An array short of its ``minItems``: its last element, as written,
         repeated after it (1, 2, 4, ... copies, up to 4096 and `MAX_PADDED` bytes), the fewest copies
         after which no check refuses that array any longer; None where the array has no
         element to repeat, closes inside ``text``, or no count passes (a repeat refused:
@@ -708,6 +863,8 @@ class JsonValueChecks:
             >>> out.count(b","), out[-3:]
             (299, b',1]')
         """
+        if failure.keyword == "minLength":
+            return self._lengthened(state, text, data, failure, content)
         if failure.keyword != "minItems":
             return None
         text, data = bytes(text), bytes(data)
@@ -760,15 +917,65 @@ class JsonValueChecks:
                 hi = mid
         return data[:k] + elem * hi + data[k:]
 
+    def _lengthened(self, state: tuple, text: bytes, data: bytes, failure: CheckFailure,
+                    content: Callable[[int], Sequence[bytes]] | None) -> bytes | None:
+        """``data`` with the string starting at ``failure.offset`` (short of a ``minLength``)
+        grown by copies of one content byte before its closing quote, the fewest that pass
+        (up to `MAX_PADDED` bytes); None where its quote is in ``text``, or no content byte
+        and count pass."""
+        text, data = bytes(text), bytes(data)
+        whole = text + data
+        start = failure.offset
+        if not 0 <= start < len(whole) or whole[start] != 0x22:
+            return None
+        close = _skip_value(whole, start) - 1
+        if close < len(text) or close >= len(whole) or whole[close] != 0x22:
+            return None
+        k = close - len(text)
+        for filler in (content(close) if content is not None else (b" ",)):
+
+            def short(n: int, filler: bytes = filler) -> bool | None:
+                """Whether ``n`` copies leave the string short (None: refused otherwise)."""
+                f = self.failure(state, text, data[:k] + filler * n + data[k:])
+                if f is None or f.offset != start:
+                    return False             # the string passes (another value may not)
+                return True if f.keyword == "minLength" else None
+
+            n = 1
+            while (verdict := short(n)) is True and len(data) + 2 * n * len(filler) <= MAX_PADDED:
+                n *= 2
+            if verdict is True:
+                continue
+            # the fewest copies that are not short (short at n // 2, not at n: then refused
+            # otherwise past the bound, e.g. a maxLength, or passing at it)
+            lo, hi = n // 2 + 1, n
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if short(mid) is True:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            if short(hi) is False:
+                return data[:k] + filler * hi + data[k:]
+        return None
+
     def _refusal(self, cs: tuple, whole: bytes, at: int) -> CheckFailure:
         """The failure of byte ``whole[at]`` read in state ``cs``: a container's close (its
         validation's first error) or a prefix check (a string past maxLength, a doomed key,
-        a repeated element, a member or element past the maximum)."""
-        frames, mode, sstart, is_key, limit = cs
+        a repeated element, a member or element past the maximum, a string ended short of
+        its checked minLength: then ``value_start:value_end`` is that string)."""
+        frames, mode, sstart, is_key, limit, low = cs
         byte = whole[at]
         top = frames[-1] if frames else None
         if mode == OUT and byte in (0x7D, 0x5D) and top is not None:
             return self._explain(top[2], whole, top[1], at + 1)
+        if mode == STR and byte == 0x22 and not is_key and low >= 0 and _code_points(whole[sstart + 1:at]) < low:
+            own = self._child(frames)
+            own = own.of_kind("string") if own is not None else None
+            where = next((p.pointer for p in own.conj if id(p.schema) in self.checked_min_lengths
+                          and p.get("minLength") == low), "") if own is not None else ""
+            return CheckFailure(keyword="minLength", pointer=f"{where}/minLength", offset=sstart,
+                                value_start=sstart, value_end=at + 1)
         cur = top[2] if top is not None else self.root
         where = cur.validate[0].pointer if cur is not None and cur.validate else ""
         if mode != OUT and limit >= 0 and not (byte == 0x22 and mode == STR and is_key):
@@ -814,7 +1021,7 @@ class JsonValueChecks:
                         err = None
                     if err is not None:
                         pointer = loc.pointer + "".join("/" + str(p) for p in err.relative_schema_path)
-                        hit = (str(err.validator), pointer, tuple(err.absolute_path))
+                        hit = (_short_of(err) or str(err.validator), pointer, tuple(err.absolute_path))
                         break
             if len(self._explained) > 4096:
                 self._explained.clear()
@@ -837,7 +1044,8 @@ class JsonValueChecks:
         """Ids of the tokens allowed by ``mask`` whose bytes may complete a checked value or
         meet a prefix check (a comma under maxItems/maxProperties/uniqueItems, the end of a
         key whose names are restricted or of a string element under uniqueItems, characters
-        past a string's maxLength, a container opened and continued inside the token).
+        past a string's maxLength, the end of a string still short of its checked minLength, a
+        container opened and continued inside the token).
 
         ``key`` identifies ``mask`` (the grammar state id): results are memoised per
         (key, string mode, closes needed, prefix checks live); ``text`` (the bytes so far)
@@ -890,6 +1098,11 @@ class JsonValueChecks:
                     ends, dup_ends = ends or restricted, dup_ends or not restricted
                 else:                                 # inner values or this one end, then ',"key"'
                     keys, dup_keys = keys or restricted, dup_keys or not restricted
+        if mode != OUT and not state[3] and state[5] >= 0 and (
+                text is None or _code_points(bytes(text[state[2] + 1:])) < state[5]):
+            ends = True                           # the string may end short of its checked minLength
+        # a string opened and ended inside the token may be short of a checked minLength
+        strings = opens and bool(self.checked_min_lengths)
         commas = need if need <= MAX_CLOSES else 0
         room = -1
         if mode != OUT and state[4] >= 0:
@@ -900,10 +1113,11 @@ class JsonValueChecks:
         # not change with every character of a string read towards its maxLength
         longer = prof.longer_ids(room) if room >= 0 else None
         packed_room = -1 if longer is not None else room
-        memo_key = None if key is None else (key, mode, r, commas, ends, keys, packed_room, vocab.content_hash())
+        memo_key = None if key is None else (key, mode, r, commas, ends, keys, packed_room, strings,
+                                             vocab.content_hash())
         out = self._candidates.get(memo_key) if memo_key is not None else None
         if out is None:
-            sel = prof.union(mode, r, opens, commas, ends, keys, packed_room)
+            sel = prof.union(mode, r, opens, commas, ends, keys, packed_room, strings)
             out = _ids(sel & mask[: sel.size])
             if memo_key is not None:
                 if len(self._candidates) > 65536:
@@ -956,6 +1170,18 @@ class JsonValueChecks:
                 over = (plain & (so_far + own > limit)) | (so_far + prof.begun_characters()[ids] > limit)
                 counted = ids[over].astype(np.int64)
                 ids = ids[~(plain | over)]
+        low = state[5]
+        if mode == STR and low >= 0 and text is not None and sstart < len(text) and ids.size > 8:
+            # a token that ends the string after a run of plain characters ends it with the
+            # characters so far and the run's: short of the checked minLength, it is refused
+            # (counted, not stepped; the others are stepped)
+            so_far = _complete_code_points(bytes(text[sstart + 1:]))
+            if so_far is not None and so_far < low:
+                run = _profiles(vocab).closing_run()[ids]
+                short = (run >= 0) & (so_far + run < low)
+                counted = ids[short].astype(np.int64) if counted is None \
+                    else np.concatenate([counted, ids[short].astype(np.int64)])
+                ids = ids[~short]
         # a class that ends a value with its first byte (a string's closing quote, a
         # container's close, a comma after an element) and reads on: the value is checked
         # once per such byte, and each class's rest from the state after it (reading a
@@ -1054,6 +1280,16 @@ class CheckFailure:
     def __repr__(self) -> str:
         return (f"CheckFailure({self.keyword!r} at {self.pointer!r}, value {self.value_start}:{self.value_end}, "
                 f"offset {self.offset})")
+
+
+def _short_of(err) -> str | None:
+    """``"minLength"`` where ``err`` (an ``anyOf`` / ``oneOf`` no branch of which holds) has
+    a branch refusing the value itself only for its ``minLength``: the value is too short
+    for that branch (``{"anyOf": [{"type": "null"}, {"minLength": 30}]}``, as
+    ``extract(complete=True)`` wraps members), so growing it may pass (`JsonValueChecks.pad`)."""
+    if err.validator not in ("anyOf", "oneOf") or not err.context:
+        return None
+    return "minLength" if any(e.validator == "minLength" and not e.relative_path for e in err.context) else None
 
 
 def _skip_blanks(buf: bytes, i: int) -> int:
@@ -1233,6 +1469,15 @@ def _too_long(text: bytes, data: bytes, sstart: int, end: int, limit: int) -> bo
     return _code_points(_slice(text, data, sstart + 1, end)) > limit
 
 
+def _too_short(text: bytes, data: bytes, sstart: int, end: int, low: int) -> bool:
+    """Whether the string from ``sstart`` (its opening quote) to ``end`` (its closing quote)
+    has fewer than ``low`` characters (bytes first: a string has at most as many
+    characters as bytes)."""
+    if end - sstart - 1 < low:
+        return True
+    return _code_points(_slice(text, data, sstart + 1, end)) < low
+
+
 def _repeats(text: bytes, data: bytes, fstart: int, end: int) -> bool:
     """Whether the array from ``fstart`` to ``end`` (just after its latest element) ends with
     a scalar element equal to an earlier one (`jsonschema`'s equality)."""
@@ -1334,26 +1579,29 @@ def _ancestors(edges: _SchemaEdges, targets: set[int]) -> set[int]:
     return seen
 
 
+_COUNTED_KEYWORDS = ("maxLength", "minLength")
+
+
 def _counted_lengths(checked: list[Located], keywords: list[str]) -> set[int]:
-    """Ids of the checked schema objects whose every check is a ``maxLength`` (an integer)
-    the tracker counts on a string's prefix (`JsonValueChecks.step`): nothing is left for
-    their value's validation to decide."""
-    other = {id(loc.schema) for loc, kw in zip(checked, keywords, strict=True) if kw != "maxLength"}
-    out = set()
+    """Ids of the checked schema objects whose every check is a ``maxLength`` or
+    ``minLength`` (an integer) the tracker counts on a string (`JsonValueChecks.step`):
+    nothing is left for their value's validation to decide."""
+    out, other = set(), set()
     for loc, kw in zip(checked, keywords, strict=True):
-        bound = loc.schema.get("maxLength") if isinstance(loc.schema, dict) else None
-        if kw == "maxLength" and id(loc.schema) not in other and isinstance(bound, int) \
-                and not isinstance(bound, bool) and bound >= 0:
+        bound = loc.schema.get(kw) if isinstance(loc.schema, dict) and kw in _COUNTED_KEYWORDS else None
+        if isinstance(bound, int) and not isinstance(bound, bool) and bound >= 0:
             out.add(id(loc.schema))
-    return out
+        else:
+            other.add(id(loc.schema))
+    return out - other
 
 
 def _beyond_tracker(edges: _SchemaEdges, reaching: set[int], uncounted: set[int]) -> set[int]:
     """Ids of the schema objects whose validation may refuse what the tracker let through:
     an uncounted check is reachable from them, or a counted one through an edge the
     tracker does not follow (then a string it applies to is not counted).  Every other
-    object reaching checks holds only ``maxLength``s of strings the tracker counts,
-    through properties, items, allOf and $ref alone.  All of them if the document refers
+    object reaching checks holds only lengths (``maxLength``, ``minLength``) of strings the
+    tracker counts, through properties, items, allOf and $ref alone.  All of them if the document refers
     dynamically."""
     if edges.dynamic:
         return set(reaching)
