@@ -205,6 +205,20 @@ class CheckCursor:
             hit = self._bounds["minLength!"] = best if best > 0 else -1
         return hit
 
+    def holds_short_strings(self) -> bool:
+        """Whether a string right below this container (a member or an element) may have a
+        checked ``minLength`` (`min_length`): then a token that holds a whole string there
+        may be refused (`JsonValueChecks.candidates`).  True where members match patterns."""
+        hit = self._bounds.get("short strings!", _UNSET)
+        if hit is _UNSET:
+            hit = bool(self.plan.checked_min_lengths)
+            if hit and self._names is not None:
+                below = [self.prop(k) for k in self._names] + [self.prop("\x00undeclared")]
+                below += [self.item(i) for i in range(self._tuple + 1)]
+                hit = any(c is not None and c.of_kind("string").min_length() >= 0 for c in below)
+            self._bounds["short strings!"] = hit
+        return hit
+
     def required(self) -> frozenset[str]:
         """The keys an object here must have: every part's ``required`` list (all parts
         hold at once; none under draft 03, whose ``required`` is a property's flag, nor
@@ -1102,7 +1116,9 @@ class JsonValueChecks:
                 text is None or _code_points(bytes(text[state[2] + 1:])) < state[5]):
             ends = True                           # the string may end short of its checked minLength
         # a string opened and ended inside the token may be short of a checked minLength
-        strings = opens and bool(self.checked_min_lengths)
+        holder = top[2] if top is not None else self.root
+        strings = opens and holder is not None and bool(self.checked_min_lengths) and (
+            holder.holds_short_strings() if top is not None else holder.of_kind("string").min_length() >= 0)
         commas = need if need <= MAX_CLOSES else 0
         room = -1
         if mode != OUT and state[4] >= 0:
