@@ -441,11 +441,14 @@ def markdown(summary: dict, meta: dict) -> str:
     lines = [
         "# Dead-end probe: random masked walks, then the engine's completion",
         "",
-        (f"MaskBench dev, {s['schemas']} schemas spread over every split, {meta['walks_per_schema']} walks each, "
+        (f"MaskBench dev, {s['schemas']} schemas "
+         + (f"(indices {meta['indices']})" if meta.get("indices") else "spread over every split")
+         + f", {meta['walks_per_schema']} walks each, "
          f"seed {meta['seed']}, Llama 3 vocabulary; walk limit {meta['walk_timeout']} s, compile limit "
          f"{meta['compile_timeout']} s; {meta['seconds']:.0f} s on {meta['workers']} worker(s).  "
-         f"`python benchmarks/dead_end_probe.py --schemas {s['schemas']} --walks {meta['walks_per_schema']} "
-         f"--seed {meta['seed']}`."),
+         "`python benchmarks/dead_end_probe.py "
+         + (f"--indices {meta['indices']}" if meta.get("indices") else f"--schemas {s['schemas']}")
+         + f" --walks {meta['walks_per_schema']} --seed {meta['seed']}`."),
         "",
         (f"Schemas: {s['compiled']} compiled ({s['compiled_with_value_checks']} with value checks), "
          f"{s['not_compiled']} not compiled (typed error), {s['compile_timeout']} past the compile limit, "
@@ -556,6 +559,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", default=str(DEFAULT_DATA))
     p.add_argument("--vocab", default=str(DEFAULT_VOCAB), help="HF tokenizer directory or TokenVocabulary .npz")
     p.add_argument("--schemas", type=int, default=300, help="schemas, spread over the file and every split")
+    p.add_argument("--indices", default=None,
+                   help="comma-separated record indices (0-based) to probe instead of --schemas")
     p.add_argument("--walks", type=int, default=3, help="walks per schema")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workers", type=int, default=1)
@@ -567,12 +572,13 @@ def main(argv: list[str] | None = None) -> int:
     from constrained.bench.datasets import read_schemas
 
     records = read_schemas(a.data)
-    indices = select_indices(records, a.schemas)
+    indices = [int(i) for i in a.indices.split(",") if i.strip()] if a.indices else select_indices(records, a.schemas)
     t0 = time.perf_counter()
     results = run(records, indices, a.vocab, walks=a.walks, seed=a.seed, workers=a.workers,
                   walk_timeout=a.walk_timeout, compile_timeout=a.compile_timeout)
     meta = {"data": os.path.relpath(a.data, _common.REPO.parent) if os.path.isabs(a.data) else a.data,
-            "schemas": len(indices), "walks_per_schema": a.walks, "seed": a.seed, "workers": a.workers,
+            "schemas": len(indices), "indices": a.indices, "walks_per_schema": a.walks, "seed": a.seed,
+            "workers": a.workers,
             "walk_timeout": a.walk_timeout, "compile_timeout": a.compile_timeout,
             "seconds": round(time.perf_counter() - t0, 1), "python": sys.version.split()[0]}
     summary = summarize(results)
