@@ -8,8 +8,9 @@ objects, current key or index, string state) and knows, for every open array or
 object, the sub-schemas that *must* hold for it: a **check cursor** reached from
 the root through ``properties`` / ``patternProperties`` / ``additionalProperties``
 / ``prefixItems`` / ``items`` (with ``allOf`` and ``$ref`` flattened; below an
-``anyOf`` or ``oneOf`` the applicable branch is not known, so tracking stops and
-the nearest enclosing checked value covers it).  When an array or object whose
+``anyOf`` or ``oneOf``, into the one branch that admits the value's kind where only
+one does, `CheckCursor.of_kind`; otherwise the applicable branch is not known, so
+tracking stops and the nearest enclosing checked value covers it).  When an array or object whose
 cursor reaches a checked keyword completes, the value is validated with
 `jsonschema` against those sub-schemas (`SchemaValidators`), and the token that
 completes an invalid value is refused; unless each of its checks is a ``maxLength`` or
