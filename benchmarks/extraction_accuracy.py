@@ -22,6 +22,12 @@ objects with at least one array of 2 to 4 scalars (strings of at most 40 charact
 without a comma or " and "; the other limits as for flat ones): the array is one field, written as a list in its sentence
 (``The tags is red, green and blue.``) and scored as a whole.
 
+``--evidence`` (flat tasks) grounds each root member in chosen sentences of the prose
+instead of the whole of it (``"x-grounded-text"`` on the member; the prompt is the
+same): ``gold``, the sentence the prose wrote its value in (the ceiling of choosing
+the sentence); ``top1`` / ``top2``, the one or two sentences the model scores highest
+for its key (`sentence_scores`).
+
 Scored per *field* of the instance: exact match of the extracted member (same JSON
 value: ``"587"`` is not ``587``); a missing member is wrong.  Also: the share of
 tasks whose every field matches, outputs that do not validate against the schema
@@ -33,7 +39,7 @@ time; compiling each text's grounded grammar included; the modes alternate their
 per task, so none gets all the warm caches).
 
     python benchmarks/extraction_accuracy.py [--tasks 80] [--max-tokens 128] [--max-schema 3000]
-        [--modes ungrounded grounded ...] [--absent] [--nested | --arrays]
+        [--modes ungrounded grounded ...] [--absent] [--nested | --arrays] [--evidence gold|top1|top2]
         [--data ../shared/data/maskbench/dev.jsonl.gz] [--out benchmarks/results] [--name extraction_accuracy]
 """
 
@@ -200,6 +206,77 @@ def tasks(n: int, path: Path = DATA, seed: int = 0, max_schema: int = 3000, abse
     return out
 
 
+EVIDENCE = ("gold", "top1", "top2")
+"""What ``--evidence`` restricts each member's spans to (module docstring)."""
+KEY_QUESTION = "Text: {s}\nWhich field does this text give a value for? Answer with the field name."
+
+
+def sentences(text: str) -> list[str]:
+    """``text`` cut at its sentence ends (the grounding's own: `sentence_ends`), stripped."""
+    from constrained.automata.substrings import sentence_ends
+
+    out, start = [], 0
+    for end in sentence_ends(text):
+        out.append(text[start:end + 1].strip())
+        start = end + 1
+    return out + ([text[start:].strip()] if text[start:].strip() else [])
+
+
+def gold_sentence(parts: list[str], key: str, value) -> int | None:
+    """The sentence of the prose that writes member ``key`` (its value and its key in words)."""
+    hits = [i for i, s in enumerate(parts) if spelled(value) in s and words(key).lower() in s.lower()]
+    return hits[0] if hits else None
+
+
+def sentence_scores(lm, parts: list[str], keys: list[str]) -> dict[tuple[str, int], float]:
+    """``{(key, sentence index): score}``: the model's log-probability of the key as the
+    answer to `KEY_QUESTION` about the sentence, normalised over the keys per sentence
+    (a log-softmax), every pair in one padded batch."""
+    import torch
+
+    tok, pairs = lm.tokenizer, []
+    for i, part in enumerate(parts):
+        prefix = tok.apply_chat_template([{"role": "user", "content": KEY_QUESTION.format(s=part)}],
+                                         add_generation_prompt=True, tokenize=True)
+        prefix = list(prefix if isinstance(prefix, list) else prefix["input_ids"])
+        pairs += [(k, i, prefix, tok.encode(k, add_special_tokens=False)) for k in keys]
+    seqs = [prefix + cont for _, _, prefix, cont in pairs]
+    width, pad = max(map(len, seqs)), tok.pad_token_id or 0
+    ids = torch.tensor([[pad] * (width - len(q)) + q for q in seqs])
+    att = torch.tensor([[0] * (width - len(q)) + [1] * len(q) for q in seqs])
+    with torch.no_grad():
+        logp = lm.model(input_ids=ids, attention_mask=att, position_ids=(att.cumsum(-1) - 1).clamp(min=0)
+                        ).logits.float().log_softmax(-1)
+    raw = {}
+    for row, (k, i, prefix, cont) in enumerate(pairs):
+        at = width - len(seqs[row]) + len(prefix)
+        raw[(k, i)] = sum(logp[row, at + j - 1, cont[j]].item() for j in range(len(cont)))
+    out = {}
+    for i in range(len(parts)):
+        norm = torch.logsumexp(torch.tensor([raw[(k, i)] for k in keys]), 0).item()
+        out.update({(k, i): raw[(k, i)] - norm for k in keys})
+    return out
+
+
+def with_evidence(lm, task: dict, evidence: str) -> dict:
+    """``task``'s schema with each root member grounded in its chosen sentences
+    (``x-grounded-text``; ``--evidence``)."""
+    import copy
+
+    schema, parts = copy.deepcopy(task["schema"]), sentences(task["text"])
+    keys = list(task["instance"])
+    scores = sentence_scores(lm, parts, keys) if evidence != "gold" else {}
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    for k in keys:
+        if evidence == "gold":
+            chosen = [gold_sentence(parts, k, task["instance"][k])]
+        else:
+            chosen = sorted(range(len(parts)), key=lambda i, k=k: scores[(k, i)], reverse=True)[:int(evidence[-1])]
+        if isinstance(props, dict) and isinstance(props.get(k), dict) and None not in chosen:
+            props[k]["x-grounded-text"] = " ".join(parts[i] for i in sorted(chosen))
+    return schema
+
+
 def same(a, b) -> bool:
     """Equal JSON values (booleans are not numbers; ``1 == 1.0``)."""
     if isinstance(a, bool) or isinstance(b, bool):
@@ -219,7 +296,7 @@ def _valid(schema, value) -> bool:
 
 def run(model: str, n_tasks: int, max_tokens: int, data: Path = DATA, log: Path | None = None,
         max_schema: int = 3000, ids: list[str] | None = None, modes: tuple[str, ...] = MODES,
-        absent: bool = False, nested: bool = False, arrays: bool = False) -> dict:
+        absent: bool = False, nested: bool = False, arrays: bool = False, evidence: str | None = None) -> dict:
     from _environment import environment
 
     import constrained
@@ -236,8 +313,8 @@ def run(model: str, n_tasks: int, max_tokens: int, data: Path = DATA, log: Path 
         for mode in (modes if i % 2 == 0 else modes[::-1]):
             t0 = time.perf_counter()
             try:
-                value = constrained.extract(task["schema"], task["text"], model=lm, max_tokens=budget,
-                                            **MODE_OPTIONS[mode])
+                schema = with_evidence(lm, task, evidence) if evidence else task["schema"]
+                value = constrained.extract(schema, task["text"], model=lm, max_tokens=budget, **MODE_OPTIONS[mode])
             except Exception as e:  # noqa: BLE001 - recorded per text
                 value = e
             took = time.perf_counter() - t0
@@ -256,7 +333,8 @@ def run(model: str, n_tasks: int, max_tokens: int, data: Path = DATA, log: Path 
             flush=True)
     return {"environment": environment(lm), "model": model, "tasks": len(rows), "max_tokens": max_tokens,
             "budgets_raised": sum(r["max_tokens"] > max_tokens for r in results[modes[0]]),
-            "absent": absent, "nested": nested, "arrays": arrays, "modes": {m: MODE_OPTIONS[m] for m in modes},
+            "absent": absent, "nested": nested, "arrays": arrays, "evidence": evidence,
+            "modes": {m: MODE_OPTIONS[m] for m in modes},
             "per_task": {m: results[m] for m in modes}, "summary": {m: summary(results[m]) for m in modes}}
 
 
@@ -483,6 +561,8 @@ def main() -> None:
                     help="instances that nest objects, each scalar leaf a field (module docstring)")
     ap.add_argument("--arrays", action="store_true",
                     help="flat instances with arrays of scalars, each array one field (module docstring)")
+    ap.add_argument("--evidence", choices=EVIDENCE,
+                    help="ground each member in its gold sentence or the model's top 1/2 (module docstring)")
     ap.add_argument("--ids", nargs="+", help="re-run only these task ids, appending to the log (later rows win)")
     ap.add_argument("--summarize", type=Path, help="only the report of a run's JSON lines (interrupted runs too)")
     args = ap.parse_args()
@@ -505,8 +585,10 @@ def main() -> None:
     log = args.out / f"{args.name}.jsonl"
     if not args.ids:
         log.unlink(missing_ok=True)
+    if args.evidence and (args.nested or args.arrays):
+        ap.error("--evidence takes flat tasks only")
     res = run(args.model, args.tasks, args.max_tokens, args.data, log, args.max_schema, args.ids, tuple(args.modes),
-              args.absent, args.nested, args.arrays)
+              args.absent, args.nested, args.arrays, args.evidence)
     if args.ids:                        # rows appended to the log; --summarize reports the whole log
         return
     (args.out / f"{args.name}.json").write_text(json.dumps(res, indent=1, ensure_ascii=False, default=str))

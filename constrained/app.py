@@ -688,17 +688,30 @@ def _extraction_systems(json_schema, instructions: str | None) -> list[str]:
     bare instruction.  `_fitting_prompt` takes the first that fits the model's context
     with the text and the budget (the grammar enforces the schema whatever the prompt
     says).  Given ``instructions`` (``{schema}`` in them replaced) are the only one."""
+    shown = json.dumps(_without_grounding_annotations(json_schema))
     if instructions is not None:
-        return [(instructions or DEFAULT_INSTRUCTIONS).replace("{schema}", json.dumps(json_schema))]
+        return [(instructions or DEFAULT_INSTRUCTIONS).replace("{schema}", shown)]
     fields = field_list(json_schema)
     listed = [FIELD_LIST_INSTRUCTIONS + "\n" + f if f else FIELD_LIST_INSTRUCTIONS
               for f in (fields, field_list(json_schema, levels=1), "")]
     if field_list_describes(json_schema):
         out = listed
     else:
-        head = DEFAULT_INSTRUCTIONS.replace("{schema}", json.dumps(json_schema))
+        head = DEFAULT_INSTRUCTIONS.replace("{schema}", shown)
         out = [head + "\n" + fields if fields else head, *listed]
     return list(dict.fromkeys(out))
+
+
+def _without_grounding_annotations(node: Any) -> Any:
+    """``node`` without its ``x-grounded*`` annotations (at any depth): directives to the
+    engine, not part of what the model is asked for (``x-grounded-text`` would repeat a
+    part of the input in the prompt)."""
+    if isinstance(node, dict):
+        return {k: _without_grounding_annotations(v) for k, v in node.items()
+                if not (isinstance(k, str) and k.startswith("x-grounded"))}
+    if isinstance(node, list):
+        return [_without_grounding_annotations(v) for v in node]
+    return node
 
 
 def _fitting_prompt(lm, text: str | list[dict], systems: Sequence[str | None], max_tokens: int) -> list[int]:

@@ -92,3 +92,26 @@ def test_an_absent_leaf_leaves_the_text_and_the_instance(records: Path) -> None:
         assert len(ea.leaves(t["instance"])) == 1 and ea.at(t["instance"], tuple(t["absent"])) is ea.MISSING
         row = ea.score(t, {"x": {"y": "two", "z": 3}, "q": {"r": 1.5}})
         assert row["absent_filled"] is True
+
+
+def test_evidence_grounds_each_member_in_the_sentence_that_writes_it() -> None:
+    """``--evidence gold``: each root member's spans come from the one sentence of the prose
+    that writes its value (``x-grounded-text``); the grammar then refuses the other
+    sentences' spans for it; members the prose does not write stay on the whole text."""
+    from constrained.json_schema.compiler import compile_json_schema
+    from constrained.json_schema.grounding import Grounding
+    from constrained.testing.reference import Reference
+
+    instance = {"name": "my-subnet", "az": "us-east-1a", "cidr": "10.0.0.0/18"}
+    schema = {"type": "object", "properties": {k: {"type": "string"} for k in [*instance, "tag"]}}
+    task = {"id": "t", "schema": schema, "instance": instance, "text": ea.prose(instance, random.Random(3))}
+    parts = ea.sentences(task["text"])
+    assert len(parts) == 3 and all(ea.gold_sentence(parts, k, v) is not None for k, v in instance.items())
+    annotated = ea.with_evidence(None, task, "gold")
+    assert "x-grounded-text" not in schema["properties"]["name"]            # the task's schema is left as it is
+    for k, v in instance.items():
+        assert annotated["properties"][k]["x-grounded-text"] == parts[ea.gold_sentence(parts, k, v)]
+    assert "x-grounded-text" not in annotated["properties"]["tag"]
+    ref = Reference(compile_json_schema(annotated, grounding=Grounding(task["text"]), whitespace="compact").grammar)
+    assert ref.accepts(b'{"az":"us-east-1a"}') and not ref.accepts(b'{"az":"my-subnet"}')
+    assert ref.accepts(b'{"tag":"my-subnet"}')

@@ -180,6 +180,42 @@ def test_x_grounded_true_without_default():
     assert ref.accepts(b'{"c":"green"}') and not ref.accepts(b'{"c":"red"}')
 
 
+def test_x_grounded_text_says_which_text_a_value_copies_from():
+    """``x-grounded-text`` on a value replaces the input as its source, for spans, numbers
+    and enum values alike; other values still copy from the input; a value that is not
+    grounded ignores it; the fallback where nothing fits is the usual one."""
+    text = "From: Ada Lovelace. Subject: notes on engine 7. Body: Grace sends 12 cards."
+    schema = {"type": "object", "properties": {
+        "subject": {"type": "string", "x-grounded-text": "notes on engine 7"},
+        "sender": {"type": "string"},
+        "count": {"type": "integer", "x-grounded": True, "x-grounded-text": "Grace sends 12 cards"},
+        "kind": {"enum": ["notes", "Body"], "x-grounded": True, "x-grounded-text": "notes on engine 7"},
+        "free": {"type": "string", "x-grounded": False, "x-grounded-text": "engine"}}}
+    ref = Reference(compile_json_schema(schema, grounding=Grounding(text), whitespace="compact").grammar)
+    assert ref.accepts(b'{"subject":"notes on engine"}') and not ref.accepts(b'{"subject":"Ada Lovelace"}')
+    assert ref.accepts(b'{"sender":"Ada Lovelace"}') and not ref.accepts(b'{"sender":"Babbage"}')
+    assert ref.accepts(b'{"count":12}') and not ref.accepts(b'{"count":7}')
+    assert ref.accepts(b'{"kind":"notes"}') and not ref.accepts(b'{"kind":"Body"}')
+    assert ref.accepts(b'{"free":"anything at all"}')
+    dated = {"type": "string", "format": "date", "x-grounded-text": "no dates in this part"}
+    c = compile_json_schema(dated, grounding=Grounding("a part on 2020-02-02 and no dates in this part"))
+    assert any(n.keyword == "x-grounded" for n in c.notes)          # nothing fits there: falls back
+    with pytest.raises(GroundingError):
+        compile_json_schema({**dated, "x-grounded": True}, grounding=Grounding("on 2020-02-02"))
+    with pytest.raises(ConstrainedError):
+        compile_json_schema({"type": "string", "x-grounded-text": 7}, grounding=Grounding("7"))
+
+
+def test_the_prompt_shows_the_schema_without_grounding_annotations():
+    from constrained.app import _extraction_systems
+
+    schema = {"type": "object", "properties": {"a": {"type": "array", "items": {
+        "type": "string", "x-grounded": True, "x-grounded-text": "SECRET PART"}}}}
+    prompts = _extraction_systems(schema, None) + _extraction_systems(schema, "Schema: {schema}")
+    assert prompts and all("x-grounded" not in p and "SECRET PART" not in p for p in prompts)
+    assert '"items": {"type": "string"}' in prompts[0]
+
+
 def test_no_fitting_substring_falls_back_with_a_note_or_raises():
     schema = {"type": "object", "properties": {"d": {"type": "string", "format": "date"}}}
     c = compile_json_schema(schema, grounding=Grounding("no dates in here"), whitespace="compact")
@@ -213,12 +249,14 @@ def test_spans_stay_inside_a_sentence_unless_a_value_says_otherwise():
     """By default a span neither crosses a sentence end nor takes the period that ends
     it ("Dr." and "e.g." do not end sentences); ``x-grounded-sentences: false`` on a
     value lets it cross."""
-    text = "Ship it to St. Louis. Then ask Dr. Who, e.g. via mail. Done."
+    text = "Ship it to St. Louis. Then ask Dr. Who, e.g. via mail. Zone us-east-1a. At 12:00:00Z. Done."
     schema = {"type": "object", "properties": {"a": {"type": "string"},
                                                "b": {"type": "string", "x-grounded-sentences": False}}}
     ref = Reference(compile_json_schema(schema, grounding=Grounding(text), whitespace="compact").grammar)
     for value, inside in [("St. Louis", True), ("Louis", True), ("Louis.", False), ("Louis. Then", False),
-                          ("Dr. Who, e.g. via mail", True), ("mail.", False), ("Done", True), ("Done.", False)]:
+                          ("Dr. Who, e.g. via mail", True), ("mail.", False), ("Done", True), ("Done.", False),
+                          ("us-east-1a", True), ("us-east-1a. At", False), ("12:00:00Z", True),
+                          ("12:00:00Z. Done", False)]:
         data = json.dumps(value).encode()
         assert ref.accepts(b'{"a":' + data + b"}") == inside, value
         assert ref.accepts(b'{"b":' + data + b"}"), value

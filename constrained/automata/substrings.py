@@ -85,12 +85,16 @@ def sentence_ends(text: str) -> list[int]:
     """Indices of the characters that end a sentence of ``text``: a ``.``, ``!`` or ``?``
     followed by the end of the text or by whitespace and then an uppercase letter, a
     digit or a quote, not the period of an abbreviation (`ABBREVIATIONS`) or of a
-    single letter.
+    word of a single letter (an initial: ``J. Doe``; not the end of ``us-east-1a.``
+    or ``12:00:00Z.``).
 
     Example:
         >>> t = "Ship to St. Louis. Its id: e.g. 7. Ask J. Doe! Done."
         >>> [t[:i + 1][-8:] for i in sentence_ends(t)]
         ['. Louis.', ' e.g. 7.', ' J. Doe!', 'e! Done.']
+        >>> t = "Zone us-east-1a. At 12:00:00Z. U.S. Army."
+        >>> [t[:i + 1][-6:] for i in sentence_ends(t)]
+        ['st-1a.', '0:00Z.', ' Army.']
     """
     out = []
     for i, c in enumerate(text):
@@ -106,10 +110,10 @@ def sentence_ends(text: str) -> list[int]:
                 continue
         if c == ".":
             k = i
-            while k > 0 and text[k - 1].isalpha():
+            while k > 0 and text[k - 1].isalnum():
                 k -= 1
-            word = text[k:i]
-            if len(word) == 1 or word.lower() in ABBREVIATIONS:
+            word = text[k:i]                  # the whole word: "1a" and "00Z" are not initials
+            if (len(word) == 1 and word.isalpha()) or word.lower() in ABBREVIATIONS:
                 continue
         out.append(i)
     return out

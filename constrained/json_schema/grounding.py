@@ -27,6 +27,11 @@ Per value, the schema decides with the annotation ``x-grounded`` (pydantic:
   ``Grounding.default`` is false (booleans never);
 * ``false``: never grounded.
 
+Where a value is grounded, ``"x-grounded-text": TEXT`` on it says which text it copies
+from instead of the input (a part of it: a document's subject line, the sentence a
+field is about; `TEXT_KEYWORD`); spans, numbers and enum values are then those of
+``TEXT``, with the same rules.
+
 When no substring of the text satisfies a grounded value's schema (a ``format:
 date`` field and a text without a date), nothing is left silently unsatisfiable:
 
@@ -68,6 +73,9 @@ if TYPE_CHECKING:                      # pragma: no cover
 KEYWORD = "x-grounded"
 SENTENCES_KEYWORD = "x-grounded-sentences"
 """``false`` on a value: its span may cross the text's sentences (`Grounding.sentences`)."""
+TEXT_KEYWORD = "x-grounded-text"
+"""A string on a value: where the value is grounded, the text it copies from instead of
+`Grounding.text` (see the module docstring)."""
 
 
 class GroundingError(SchemaError):
@@ -130,6 +138,22 @@ def annotation(conj) -> bool | None:
     return said
 
 
+def source_text(compiler: SchemaCompiler, conj) -> str:
+    """The text a grounded value of ``conj`` copies from: its ``x-grounded-text`` (the
+    first part that says one), else the grounding's text.  A non-string annotation
+    raises `InvalidSchemaError`."""
+    from constrained.errors import InvalidSchemaError
+
+    for p in conj:
+        if p.has(TEXT_KEYWORD):
+            text = p.get(TEXT_KEYWORD)
+            if not isinstance(text, str):
+                raise InvalidSchemaError(f"{TEXT_KEYWORD} must be a string, not {type(text).__name__}",
+                                         keyword=TEXT_KEYWORD, pointer=p.pointer)
+            return text
+    return compiler.options.grounding.text
+
+
 MAX_FEASIBILITY_CHECKS = 50_000
 """Substrings validated, at most, to show that a grounded value whose schema is partly
 a value check (``format: email``, long lengths) has a valid substring at all."""
@@ -157,7 +181,7 @@ def grounded_string(compiler: SchemaCompiler, conj, pieces: list) -> str | None:
         unground(compiler, conj, annotation(conj), "no substring of the text fits its schema")
         return None
     checked = {key: compiler.checked[key] for key in compiler.checked if key not in before}
-    if checked and not _some_substring_valid(compiler, compiler.options.grounding.text, checked,
+    if checked and not _some_substring_valid(compiler, source_text(compiler, conj), checked,
                                              _cut_at(compiler, conj)):
         unground(compiler, conj, annotation(conj),
                  f"no substring of the text (of the first {MAX_FEASIBILITY_CHECKS} tried) satisfies "
@@ -221,7 +245,7 @@ def _cut_at(compiler: SchemaCompiler, conj) -> frozenset[int]:
 
     if not _sentence_bounded(compiler, conj):
         return frozenset()
-    return frozenset(sentence_ends(compiler.options.grounding.text))
+    return frozenset(sentence_ends(source_text(compiler, conj)))
 
 
 def _some_substring_valid(compiler: SchemaCompiler, text: str, checked: dict,
@@ -269,7 +293,7 @@ def _substrings_piece(compiler: SchemaCompiler, conj) -> tuple[Any, str, tuple[s
     said = annotation(conj)
     if said is False or (said is None and not grounding.default):
         return None
-    marker = substrings_regex(grounding.text, sentences=_sentence_bounded(compiler, conj))
+    marker = substrings_regex(source_text(compiler, conj), sentences=_sentence_bounded(compiler, conj))
     try:
         compile_regex(marker)
     except CompileTimeoutError:
@@ -286,7 +310,8 @@ def enum_strings(compiler: SchemaCompiler, conj, strings: list[str]) -> list[str
     grounding = compiler.options.grounding
     if grounding is None or not strings or annotation(conj) is not True:
         return strings
-    kept = [s for s in strings if s in grounding.text]
+    source = source_text(compiler, conj)
+    kept = [s for s in strings if s in source]
     if not kept:
         unground(compiler, conj, True, "no enum/const string occurs in the text")
     return kept
@@ -330,7 +355,7 @@ def grounded_numbers(compiler: SchemaCompiler, conj, alternatives: list[tuple[st
     if grounding is None or not alternatives or said is False \
             or (said is None and not (grounding.default and grounding.numbers)):
         return alternatives
-    spellings = number_spellings(grounding.text)
+    spellings = number_spellings(source_text(compiler, conj))
     if not spellings:
         unground(compiler, conj, said, "the text writes no number")
         return alternatives
