@@ -543,7 +543,7 @@ def _repair(rec, tables: _CompletionTables, sid: int, checks, cstate, text: byte
         c, f = grown_strings(rec, s, checks, cs, whole, c)    # short strings grown
         if f is None:
             return done + c
-        padded = pad(cs, whole, c, f) if pad is not None else None
+        padded = pad(cs, whole, c, f) if pad is not None and f.keyword != "minLength" else None
         if padded is not None:               # too few elements: the last one repeated
             f2 = failure_of(cs, whole, padded)
             if f2 is None and rec.accepting(rec.feed(s, padded)):
