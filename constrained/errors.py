@@ -62,6 +62,7 @@ class RegexError(GrammarError):
 
     def __init__(self, message: str, *, pattern: str, position: int | None = None,
                  terminal: str | None = None) -> None:
+        self.reason = message
         self.pattern = pattern
         self.position = position
         self.terminal = terminal
@@ -71,6 +72,10 @@ class RegexError(GrammarError):
         if terminal:
             where += f" (terminal {terminal})"
         super().__init__(message + where)
+
+    def named(self, terminal: str) -> RegexError:
+        """The same error, said of the grammar terminal ``terminal``."""
+        return type(self)(self.reason, pattern=self.pattern, position=self.position, terminal=terminal)
 
 
 class CompileLimitError(GrammarError):
@@ -109,6 +114,11 @@ class CompileLimitError(GrammarError):
         """The same error, located at ``pointer`` in a schema."""
         return type(self)(self.reason, limit=self.limit, value=self.value, terminal=self.terminal,
                           keyword=self.keyword, pointer=pointer, rule=self.rule, line=self.line)
+
+    def named(self, terminal: str) -> CompileLimitError:
+        """The same error, said of the grammar terminal ``terminal``."""
+        return type(self)(self.reason, limit=self.limit, value=self.value, terminal=terminal,
+                          keyword=self.keyword, pointer=self.pointer, rule=self.rule, line=self.line)
 
 
 class CompileTimeoutError(CompileLimitError):

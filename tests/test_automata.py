@@ -185,6 +185,36 @@ def test_terminal_product_limit_and_errors_name_the_terminal() -> None:
         compile_terminal("a", excluding=("(?=a)a",), terminal="T")
 
 
+def test_a_failing_terminal_is_compiled_once_and_named_like_a_direct_compile(monkeypatch) -> None:
+    """The error of a terminal that fails is named after it without compiling it again: a
+    limit met late (a huge number bound's regex) would otherwise cost its time twice."""
+    from constrained.automata import byte_dfa
+
+    calls: list[str] = []
+    real = byte_dfa.compile_regex.__wrapped__
+
+    def counting(regex, **kw):
+        calls.append(regex)
+        return real(regex, **kw)
+
+    monkeypatch.setattr(byte_dfa, "compile_regex", counting)
+    byte_dfa._compile_terminal.cache_clear()
+    try:
+        with pytest.raises(RegexError) as named:
+            compile_terminal("a(", terminal="T")
+        assert calls == ["a("]
+        with pytest.raises(CompileLimitError) as limit:
+            compile_terminal("(?:[ab]{7})+", also=("(?:[ab]{11})+",), terminal="T", max_states=50)
+        assert len(calls) == 3
+    finally:
+        byte_dfa._compile_terminal.cache_clear()
+    with pytest.raises(RegexError) as direct:
+        compile_regex("a(", terminal="T")
+    assert str(named.value) == str(direct.value) and named.value.position == direct.value.position
+    assert limit.value.terminal == "T" and str(limit.value).endswith("terminal T)")
+    assert type(limit.value) is CompileLimitError
+
+
 def _tiny_grammar(*terminals, rules=None):
     from constrained.grammar.ir import Grammar, Rule
 

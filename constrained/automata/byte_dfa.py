@@ -956,10 +956,12 @@ def compile_terminal(regex: str, also=(), excluding=(), *, terminal: str | None 
             raise RegexError("regex must be a str", pattern=repr(r), terminal=terminal)
     try:  # cached without the terminal's name, which only error messages need
         return _compile_terminal(regex, also_t, excluding_t, None, max_states)
-    except (RegexError, CompileLimitError):
-        if terminal is None:
+    except (RegexError, CompileLimitError) as e:
+        if terminal is None or e.terminal is not None:
             raise
-        return _compile_terminal.__wrapped__(regex, also_t, excluding_t, terminal, max_states)
+        # named here rather than compiled again with the name: a regex that fails late
+        # (a limit met after seconds of parsing) would otherwise cost its time twice
+        raise e.named(terminal) from None
 
 
 @functools.lru_cache(maxsize=1024)
