@@ -75,3 +75,26 @@ def test_extraction_cannot_close_an_email_member_without_one(complete: bool, gro
     grammar = extraction_grammar(decoded, text, grounded=grounded)
     assert _refused_at(grammar, b'{"billingEmail":"example.net"') is not None
     assert _refused_at(grammar, b'{"billingEmail":"example@example.com"') is None
+
+
+# a pattern too large for the automaton (a character class of ~1,700 ranges, counted to 200)
+BIG_CLASS_PATTERN = "^[A-Za-z" + "".join(f"\\u{c:04x}" for c in range(0x100, 0x3000, 7)) + "]{1,200}$"
+
+
+@pytest.mark.parametrize("length", [{"minLength": 2}, {"minLength": 2, "maxLength": 20}])
+def test_lengths_stay_in_the_grammar_beside_a_pattern_too_large_for_it(length: dict) -> None:
+    """The lengths are dropped first; when the pattern must go as well, they come back, so
+    a string too short cannot close and leave only a value the checks refuse later."""
+    from constrained.json_schema.compiler import compile_json_schema
+
+    schema = {"type": "object", "properties": {"n": {"type": "string", "pattern": BIG_CLASS_PATTERN, **length}},
+              "required": ["n"]}
+    notes = {(n.pointer, n.keyword) for n in compile_json_schema(schema).notes}
+    assert ("/properties/n", "pattern") in notes            # the pattern is a value check
+    assert not {k for p, k in notes if k in ("minLength", "maxLength")}
+    grammar = Grammar.from_json_schema(schema, whitespace="compact")
+    head = b'{"n":"'
+    assert _refused_at(grammar, head + b'a"}') == len(head) + 1
+    assert _refused_at(grammar, head + b'ab"}') is None
+    if "maxLength" in length:
+        assert _refused_at(grammar, head + b"a" * 21) == len(head) + 20

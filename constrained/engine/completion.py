@@ -522,7 +522,8 @@ def _repair(rec, tables: _CompletionTables, sid: int, checks, cstate, text: byte
     """A completion found value by value: follow the grammar's shortest completion up to
     the value a check refuses (``checks.failure``: the container whose closing byte is
     refused, narrowed to the member or element `jsonschema`'s first error names), rewrite
-    that value by a local A* (witnesses first, then texts merged by length) until the
+    that value (a witness written in its place, `_substituted`; else a local A*:
+    witnesses first, then texts merged by length) until the
     refusal moves past it (the grammar's completion from there fails later, or not at
     all), and go on from there.  A whole-text A* must first exhaust every cheaper detour
     anywhere before the refused value (a dozen required date-times spell thousands of
@@ -567,9 +568,9 @@ def _repair(rec, tables: _CompletionTables, sid: int, checks, cstate, text: byte
             f2 = grown_strings(rec, s2, checks, cs2, base + data, rest)[1]
             return f2 is None or f2.offset > at
 
-        local = None
+        local = _substituted(rec, s0, checks, cs0, base, witnesses, progress)
         for merge, weight, wit in (("length", 1, True), ("length", GREEDY_WEIGHT, False),
-                                   ("last byte", GREEDY_WEIGHT, False)):
+                                   ("last byte", GREEDY_WEIGHT, False)) if local is None else ():
             local = _a_star(rec, tables, s0, checks, cs0, base, len(c) - k, max_expansions // 3, merge=merge,
                             weight=weight, witnesses=witnesses if wit else None, goal=progress,
                             deficit=checks.deficit if isinstance(checks, SupportsDeficit) else None)
@@ -580,6 +581,34 @@ def _repair(rec, tables: _CompletionTables, sid: int, checks, cstate, text: byte
         done = done + c[:k] + local
         s = rec.feed(s0, local)
         cs = checks.step(cs0, base, local)
+    return None
+
+
+MAX_SUBSTITUTIONS = 64  # witnesses `_substituted` writes in place of one refused value
+
+
+def _substituted(rec, sid: int, checks, cstate, text: bytes, witnesses: tuple[bytes, ...], goal) -> bytes | None:
+    """For `_repair`: the refused value that starts here written as a witness, at once: a
+    ``"`` and the witness where a string starts (the witness alone inside one, or as a
+    number), the first that the grammar and the checks take and after which ``goal``
+    holds.  A check on a string's content that speaks only when its container closes (a
+    ``pattern`` too large for the automaton, under a long grammar completion) is met
+    directly; the local A* would first spend its budget on every detour as cheap as the
+    witness's penalty anywhere in that completion.  None where no witness does."""
+    tried = 0
+    for w in witnesses:
+        for data in (b'"' + w, w):
+            s2 = rec.feed(sid, data)
+            if s2 == DEAD_STATE:
+                continue
+            cs2 = checks.step(cstate, text, data)
+            if cs2 is None:
+                continue
+            if goal(s2, cs2, data):
+                return data
+            tried += 1
+            if tried >= MAX_SUBSTITUTIONS:
+                return None
     return None
 
 

@@ -110,14 +110,11 @@ def check_instead(compiler: SchemaCompiler, piece: StringPiece, why: str) -> lis
     ``maxLength`` alone is one the value tracker counts (`CheckCursor.tracked_only`),
     so the ``minLength`` it carried is checked by its own name.
 
-    Returns what the automaton keeps instead: a format's necessary condition
-    (`FORMAT_NECESSARY`: an email's ``@`` and domain), so the string cannot close
-    without it and leave only a value the check refuses later; nothing for other
-    pieces, or for such a condition dropped in turn (its format is checked already)."""
+    Returns what the automaton keeps instead (`kept_instead`)."""
     part, keyword, regex = piece
     if keyword == NECESSARY:
         return []
-    if isinstance(regex, tuple) and regex[0] == "length":
+    if _is_length(piece):
         _, low, high, low_part = regex
         if high is not None:
             compiler.check(part, "maxLength", why)
@@ -125,39 +122,79 @@ def check_instead(compiler: SchemaCompiler, piece: StringPiece, why: str) -> lis
             compiler.check(low_part, "minLength", why)
         return []
     compiler.check(part, keyword, why)
+    return kept_instead(piece)
+
+
+def kept_instead(piece: StringPiece) -> list[StringPiece]:
+    """What the automaton keeps of a piece left to a check: a format's necessary
+    condition (`FORMAT_NECESSARY`: an email's ``@`` and domain), so the string cannot
+    close without it and leave only a value the check refuses later; nothing for other
+    pieces, or for such a condition dropped in turn (its format is checked already)."""
+    part, keyword, _ = piece
     name = part.get("format") if keyword == "format" else None
     return [(part, NECESSARY, FORMAT_NECESSARY[name])] if isinstance(name, str) and name in FORMAT_NECESSARY else []
+
+
+def _is_length(piece: StringPiece) -> bool:
+    return isinstance(piece[2], tuple) and piece[2][0] == "length"
 
 
 def string_terminal(compiler: SchemaCompiler, pieces: list[StringPiece], hint: str, *,
                     excluding: tuple[str, ...] = ()) -> str | None:
     """A terminal for JSON strings whose characters match every piece, minus the JSON-text
     regexes ``excluding`` (None: no string is left).  Pieces that make the automaton too
-    large are dropped from the grammar and checked."""
+    large are dropped from the grammar and checked: the lengths first (they multiply
+    the size of what they count), then the last added.  Lengths dropped before a
+    pattern or format that had to go as well come back where they fit without it, so
+    a too-large ``pattern`` leaves ``minLength: 1`` in the grammar (the string cannot
+    close empty and leave only a value the checks refuse later)."""
     kept = list(pieces)
+    dropped: list[StringPiece] = []
     while True:
-        try:
-            regexes: list[str] | None = [_text_regex(piece) for piece in kept]
-        except CompileTimeoutError:
-            raise                           # out of time, not too large: nothing to drop
-        except ConstrainedError:
-            regexes = None
-        if regexes is not None:
-            main, also = (regexes[0], tuple(regexes[1:])) if regexes else (STRING_REGEX, ())
-            main, left_out = _fold_excluded_words(main, also, excluding)
-            fits = _fits_terminal(compiler, main, also, left_out)
-            if fits is not None:
-                if not fits:
-                    return None
-                return compiler.builder.term(main, hint, also, left_out)
+        built = _built(compiler, kept, excluding)
+        if built is not None:
+            if not built[0]:
+                return None
+            if any(not _is_length(p) for p in dropped):
+                for piece in [p for p in dropped if _is_length(p)]:
+                    back = _built(compiler, kept + [piece], excluding)
+                    if back is not None and not back[0]:
+                        return None         # a subset of this is the whole conjunction: no string
+                    if back is not None:
+                        kept.append(piece)
+                        dropped.remove(piece)
+                        built = back
+            for piece in dropped:
+                check_instead(compiler, piece, f"{piece[1]} together with the other string constraints needs too "
+                                               "large an automaton")
+            main, also, left_out = built[1]
+            return compiler.builder.term(main, hint, also, left_out)
         if not kept:
             raise UnsupportedSchemaError("a JSON string terminal exceeds the automaton size limit",
                                          keyword="pattern", pointer=pieces[0][0].pointer if pieces else "")
         # drop the costliest piece: lengths first, then the last added
-        drop = next((piece for piece in kept if isinstance(piece[2], tuple) and piece[2][0] == "length"), kept[-1])
+        drop = next((piece for piece in kept if _is_length(piece)), kept[-1])
         kept.remove(drop)
-        kept += check_instead(compiler, drop, f"{drop[1]} together with the other string constraints needs too "
-                                              "large an automaton")
+        if drop[1] != NECESSARY:
+            dropped.append(drop)
+            kept += kept_instead(drop)
+
+
+def _built(compiler: SchemaCompiler, kept: list[StringPiece], excluding: tuple[str, ...]) \
+        -> tuple[bool, tuple] | None:
+    """Whether the terminal of ``kept`` minus ``excluding`` matches anything, and its
+    main regex, the regexes it must also match and those it must not; None where it
+    is too large (or a piece's regex cannot be written)."""
+    try:
+        regexes: list[str] | None = [_text_regex(piece) for piece in kept]
+    except CompileTimeoutError:
+        raise                               # out of time, not too large: nothing to drop
+    except ConstrainedError:
+        return None
+    main, also = (regexes[0], tuple(regexes[1:])) if regexes else (STRING_REGEX, ())
+    main, left_out = _fold_excluded_words(main, also, excluding)
+    fits = _fits_terminal(compiler, main, also, left_out)
+    return None if fits is None else (fits, (main, also, left_out))
 
 
 def _fold_excluded_words(main: str, also: tuple[str, ...], excluding: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
