@@ -1,15 +1,17 @@
 """A refused value written as a witness at once (`_substituted`, in the completion's
-value-by-value repair).
+value-by-value repair), and a pattern too large for the automaton kept loosened in it.
 
-MaskBench dev schema 3190 (an AWS X-Ray segment) requires a ``name`` whose ``pattern`` is
-too large for the automaton, so it is checked when the object closes, and a ``trace_id``
-with ``minLength: 35``.  The grammar's completion writes ``"name":""``; once the short
-``trace_id`` is grown, the repair rewrote the name by a local A* that spent its budget on
-detours as cheap as a witness anywhere in the 90-byte completion, and the search gave up
+MaskBench dev schema 3190 (an AWS X-Ray segment) requires a ``name`` whose ``pattern``
+(``^[...]{1,200}$``, one class of 5,144 characters) is too large for the automaton, so it
+is checked when the object closes, and a ``trace_id`` with ``minLength: 35``.  The grammar
+let the name close empty (``"name":""``), a dead end; the repair, once the short
+``trace_id`` was grown, rewrote the name by a local A* that spent its budget on detours as
+cheap as a witness anywhere in the 90-byte completion, and the search gave up
 (`CompletionSearchError` from a fresh matcher: every one of the dead-end probe's 20 walks
-on that schema ended in a dead end).  Writing a witness in the name's place finds it.
-Left: the grammar still lets the name close empty (``"name":""``, which the pattern's
-``{1,200}`` refuses only when the object closes), a dead end no completion leaves.
+on that schema ended in a dead end).  Now the grammar keeps the pattern with its count
+loosened (``[...]+``: `pattern_loosened_search_regex`), and where the loosened pattern's
+shortest string is still refused (``{6,200}``), a witness written in the name's place
+finds a completion.
 """
 
 from __future__ import annotations
@@ -60,9 +62,32 @@ def test_prefixes_of_schema_3190_are_finished_validly(record, prefix: bytes) -> 
     jsonschema.Draft4Validator(record["schema"]).validate(json.loads(prefix + out))
 
 
-def test_the_substitution_is_what_finds_it(record, monkeypatch) -> None:
-    """Without `_substituted` the same search gives up (so the test above is of it)."""
+def test_the_name_cannot_close_empty(record) -> None:
+    m = _compiled(record["schema"]).matcher()
+    for b in b'{"id":"0123456789abcdef","name":"':
+        assert m.advance(b)
+    mask = m.mask()
+    allowed = [bool((int(mask[b // 32]) >> (b % 32)) & 1) for b in b'"aA']
+    assert allowed == [False, True, True]
+
+
+def _at_least_six(record) -> dict:
+    schema = json.loads(json.dumps(record["schema"]))
+    name = schema["properties"]["name"]
+    assert name["pattern"].endswith("]{1,200}$")
+    name["pattern"] = name["pattern"][: -len("{1,200}$")] + "{6,200}$"
+    return schema
+
+
+def test_a_witness_is_written_where_the_loosened_pattern_is_not_enough(record) -> None:
+    schema = _at_least_six(record)       # the grammar keeps [...]{4,}: its shortest name is refused
+    value = json.loads(_compiled(schema).matcher().shortest_completion(strict=True))
+    jsonschema.Draft4Validator(schema).validate(value)
+    assert len(value["name"]) >= 6
+
+
+def test_without_the_substitution_the_search_gives_up(record, monkeypatch) -> None:
+    """(So the test above is of `_substituted`.)"""
     monkeypatch.setattr(completion, "_substituted", lambda *args: None)
-    grammar = _compiled(record["schema"])
     with pytest.raises(completion.CompletionSearchError):
-        grammar.matcher().shortest_completion(strict=True)
+        _compiled(_at_least_six(record)).matcher().shortest_completion(strict=True)

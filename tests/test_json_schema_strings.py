@@ -12,14 +12,12 @@ import re
 import time
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from constrained.automata.byte_dfa import compile_regex
 from constrained.errors import RegexError
-from constrained.json_schema.ecma_regex import ecma_to_python, pattern_search_regex
-from constrained.json_schema.json_string import (json_string_body_regex, json_string_regex,
-                                                 length_bounded_any_string)
+from constrained.json_schema.ecma_regex import ecma_to_python, pattern_loosened_search_regex, pattern_search_regex
+from constrained.json_schema.json_string import json_string_body_regex, json_string_regex, length_bounded_any_string
 
 try:
     import regress
@@ -93,6 +91,30 @@ def test_pattern_search_regex_matches_reference(pattern: str) -> None:
         assert dfa.matches(s.encode("utf-8")) == expected, (rx, s)
 
     check()
+
+
+COUNTED_PATTERNS = [r"^[a-c]{1,200}$", r"^(?:[ab]{2}){3,9}c$", r"x{5}", r"^(a{6,}|b)$", r"(^a{1,8}|b$){2,7}",
+                    r"^[\w-]{2,64}(\.[\w-]{1,63}){0,10}$", r"^(?:(?:ab){5,6}|c{0,12})d?$"]
+
+
+@pytest.mark.parametrize("pattern", COUNTED_PATTERNS)
+def test_the_loosened_pattern_holds_every_match_and_is_loose_only_above_the_count(pattern: str) -> None:
+    loose = pattern_loosened_search_regex(pattern)
+    assert loose is not None
+    rx = pattern_search_regex(pattern)
+    assert pattern_loosened_search_regex(pattern, max_count=1000) is None   # nothing counted that high
+
+    @settings(max_examples=150, deadline=None, database=None)
+    @given(st.text(alphabet="abcdx.-", max_size=40))
+    def check(s: str) -> None:
+        if re.fullmatch(rx, s):
+            assert re.fullmatch(loose, s), (pattern, s)
+
+    check()
+    # looser, not only equal: a string of the loosened language the pattern refuses
+    assert any(re.fullmatch(loose, s) and not re.fullmatch(rx, s)
+               for s in ["a" * 201, "ab" * 10 + "c", "x" * 4, "x" * 6, "aaaa", "a" * 9, "ab" * 7, "c" * 13,
+                         "b" * 8, "a" * 70, "a" * 65 + "d", "ab" * 4, "a" * 9 + "b"])
 
 
 INVALID_ECMA = ["a{", "a}", "]", r"\-", r"[\w-a]", "^*", "a{2,1}", r"\u{110000}", r"\c1", r"\x1", "(a",

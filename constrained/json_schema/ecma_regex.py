@@ -666,9 +666,14 @@ def pattern_search_regex(pattern: str) -> str:
     >>> [bool(re.fullmatch(rx, s)) for s in ["abz", "zab", "zc", "c\\n", ""]]
     [True, False, True, False, False]
     """
+    return _search_regex(parse_ecma(pattern), pattern)
+
+
+def _search_regex(node: Node, pattern: str) -> str:
+    """`pattern_search_regex` of the parsed ``node`` of ``pattern``."""
     any_star = mk_rep(ANY, 0, None)
     branches = []
-    variants = _variants(parse_ecma(pattern), pattern)
+    variants = _variants(node, pattern)
     free = variants.get((False, False))
     for (s, e), lang in variants.items():
         if not s and not e and nullable(lang):
@@ -677,3 +682,40 @@ def pattern_search_regex(pattern: str) -> str:
             continue  # subsumed by the unanchored variant
         branches.append(mk_seq([EPS if s else any_star, lang, EPS if e else any_star]))
     return regex_from_ast(mk_alt(branches))
+
+
+LOOSE_COUNT = 4
+"""Counted repetitions above this `pattern_loosened_search_regex` leaves uncounted."""
+
+
+def pattern_loosened_search_regex(pattern: str, max_count: int = LOOSE_COUNT) -> str | None:
+    """A superset of `pattern_search_regex` (``pattern``): every repetition counted past
+    ``max_count`` left uncounted above its minimum (``X{1,200}`` as ``X+``, ``X{30}`` as
+    ``X{4,}``); None where nothing is counted that high.  For a pattern whose automaton
+    is too large (a class of hundreds of ranges, counted to 200) the grammar keeps this
+    necessary condition, and the pattern itself is checked when the value completes.
+
+    >>> import re
+    >>> rx = pattern_loosened_search_regex("^[a-z]{1,200}$")
+    >>> [bool(re.fullmatch(rx, s)) for s in ["", "a", "a" * 300, "A"]]
+    [False, True, True, False]
+    >>> pattern_loosened_search_regex("^[a-z]{1,3}$") is None
+    True
+    """
+    node = parse_ecma(pattern)
+    loose = _loosened(node, max_count)
+    return None if loose == node else _search_regex(loose, pattern)
+
+
+def _loosened(node: Node, max_count: int) -> Node:
+    kind = node[0]
+    if kind in ("seq", "alt"):
+        parts = tuple(_loosened(n, max_count) for n in node[1])
+        return node if parts == node[1] else (mk_seq(parts) if kind == "seq" else mk_alt(parts))
+    if kind == "rep":
+        _, sub, lo, hi = node
+        inner = _loosened(sub, max_count)
+        if (hi is not None and hi > max_count) or lo > max_count:
+            return mk_rep(inner, min(lo, max_count), None)
+        return node if inner == sub else mk_rep(inner, lo, hi)
+    return node

@@ -25,7 +25,7 @@ from constrained.json_schema import grounding
 from constrained.json_schema.compile.bounds import count_bounds
 from constrained.json_schema.compile.rules import STRING_REGEX, Alternatives, TerminalKey
 from constrained.json_schema.conjunction import Conjunction, Part
-from constrained.json_schema.ecma_regex import pattern_search_regex
+from constrained.json_schema.ecma_regex import pattern_loosened_search_regex, pattern_search_regex
 from constrained.json_schema.formats import FORMAT_NECESSARY, FORMAT_REGEXES
 from constrained.json_schema.json_string import json_string_regex, length_bounded_any_string
 
@@ -100,8 +100,9 @@ def string_pieces(compiler: SchemaCompiler, conj: Conjunction) -> list[StringPie
     return pieces
 
 
-NECESSARY = "format (its necessary condition)"
-"""The keyword name of the piece `check_instead` keeps for a format (`FORMAT_NECESSARY`)."""
+NECESSARY = "a necessary condition of a checked format or pattern"
+"""The keyword name of the piece `check_instead` keeps for a format (`FORMAT_NECESSARY`)
+or a pattern (`pattern_loosened_search_regex`)."""
 
 
 def check_instead(compiler: SchemaCompiler, piece: StringPiece, why: str) -> list[StringPiece]:
@@ -126,11 +127,22 @@ def check_instead(compiler: SchemaCompiler, piece: StringPiece, why: str) -> lis
 
 
 def kept_instead(piece: StringPiece) -> list[StringPiece]:
-    """What the automaton keeps of a piece left to a check: a format's necessary
-    condition (`FORMAT_NECESSARY`: an email's ``@`` and domain), so the string cannot
-    close without it and leave only a value the check refuses later; nothing for other
-    pieces, or for such a condition dropped in turn (its format is checked already)."""
+    """What the automaton keeps of a piece left to a check, so the string cannot close
+    without it and leave only a value the check refuses later: a format's necessary
+    condition (`FORMAT_NECESSARY`: an email's ``@`` and domain), a pattern's with its
+    high counts left uncounted (`pattern_loosened_search_regex`: ``[...]{1,200}`` as
+    ``[...]+``); nothing for other pieces, or for such a condition dropped in turn (its
+    keyword is checked already)."""
     part, keyword, _ = piece
+    if keyword == "pattern":
+        pattern = part.get("pattern")
+        try:
+            loose = pattern_loosened_search_regex(pattern) if isinstance(pattern, str) else None
+        except CompileTimeoutError:
+            raise
+        except ConstrainedError:
+            loose = None
+        return [] if loose is None else [(part, NECESSARY, loose)]
     name = part.get("format") if keyword == "format" else None
     return [(part, NECESSARY, FORMAT_NECESSARY[name])] if isinstance(name, str) and name in FORMAT_NECESSARY else []
 
