@@ -16,6 +16,8 @@ Example:
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class ConstrainedError(Exception):
     """Base class of every error this package raises on bad input or misuse."""
@@ -112,13 +114,16 @@ class CompileLimitError(GrammarError):
 
     def at(self, pointer: str) -> CompileLimitError:
         """The same error, located at ``pointer`` in a schema."""
-        return type(self)(self.reason, limit=self.limit, value=self.value, terminal=self.terminal,
-                          keyword=self.keyword, pointer=pointer, rule=self.rule, line=self.line)
+        return self._replaced(pointer=pointer)
 
     def named(self, terminal: str) -> CompileLimitError:
         """The same error, said of the grammar terminal ``terminal``."""
-        return type(self)(self.reason, limit=self.limit, value=self.value, terminal=terminal,
-                          keyword=self.keyword, pointer=self.pointer, rule=self.rule, line=self.line)
+        return self._replaced(terminal=terminal)
+
+    def _replaced(self, **changes: Any) -> CompileLimitError:
+        where = {"terminal": self.terminal, "keyword": self.keyword, "pointer": self.pointer, "rule": self.rule,
+                 "line": self.line, **changes}
+        return type(self)(self.reason, limit=self.limit, value=self.value, **where)
 
 
 class CompileTimeoutError(CompileLimitError):

@@ -134,14 +134,8 @@ def kept_instead(piece: StringPiece) -> list[StringPiece]:
     ``[...]+``); nothing for other pieces, or for such a condition dropped in turn (its
     keyword is checked already)."""
     part, keyword, _ = piece
-    if keyword == "pattern":
-        pattern = part.get("pattern")
-        try:
-            loose = pattern_loosened_search_regex(pattern) if isinstance(pattern, str) else None
-        except CompileTimeoutError:
-            raise
-        except ConstrainedError:
-            loose = None
+    if keyword == "pattern":            # (a pattern piece's pattern parsed already: `string_pieces`)
+        loose = pattern_loosened_search_regex(part.get("pattern"))
         return [] if loose is None else [(part, NECESSARY, loose)]
     name = part.get("format") if keyword == "format" else None
     return [(part, NECESSARY, FORMAT_NECESSARY[name])] if isinstance(name, str) and name in FORMAT_NECESSARY else []
@@ -164,18 +158,16 @@ def string_terminal(compiler: SchemaCompiler, pieces: list[StringPiece], hint: s
     dropped: list[StringPiece] = []
     while True:
         built = _built(compiler, kept, excluding)
+        if built is not None and any(not _is_length(p) for p in dropped):
+            for piece in [p for p in dropped if _is_length(p)]:
+                back = _built(compiler, kept + [piece], excluding)
+                if back is not None:        # fits: the length comes back (an empty one: no string at all)
+                    kept.append(piece)
+                    dropped.remove(piece)
+                    built = back
         if built is not None:
             if not built[0]:
                 return None
-            if any(not _is_length(p) for p in dropped):
-                for piece in [p for p in dropped if _is_length(p)]:
-                    back = _built(compiler, kept + [piece], excluding)
-                    if back is not None and not back[0]:
-                        return None         # a subset of this is the whole conjunction: no string
-                    if back is not None:
-                        kept.append(piece)
-                        dropped.remove(piece)
-                        built = back
             for piece in dropped:
                 check_instead(compiler, piece, f"{piece[1]} together with the other string constraints needs too "
                                                "large an automaton")
